@@ -1,0 +1,91 @@
+# converge — see README.md. `make help` lists the targets.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT      := $(CURDIR)
+BIN       := $(ROOT)/bin
+K8S_BIN   := $(BIN)/k8s
+TOOLS_BIN := $(BIN)/tools
+CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen
+GOLANGCI_LINT  := $(TOOLS_BIN)/golangci-lint
+
+# Tests find the control-plane binaries here (envtest's convention).
+export KUBEBUILDER_ASSETS := $(K8S_BIN)
+
+TEST_FLAGS ?= -timeout 30m
+GEN_PATHS  := ./api/...
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} \
+	  /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } \
+	  /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: build
+build: ## Build the converge binary into bin/converge.
+	go build -o $(BIN)/converge ./cmd/converge
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code and the CRD manifests from api/.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="$(GEN_PATHS)"
+	$(CONTROLLER_GEN) crd paths="$(GEN_PATHS)" output:crd:artifacts:config=config/crd/bases
+
+.PHONY: verify
+verify: $(CONTROLLER_GEN) ## Fail when generated files or go.mod/go.sum differ from a fresh generation.
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="$(GEN_PATHS)" output:object:dir=$$tmp/api; \
+	$(CONTROLLER_GEN) crd paths="$(GEN_PATHS)" output:crd:dir=$$tmp/crd; \
+	diff -u api/v1alpha1/zz_generated.deepcopy.go $$tmp/api/zz_generated.deepcopy.go || \
+	  { echo "api/: deepcopy is stale, run 'make generate'"; exit 1; }; \
+	diff -ru config/crd/bases $$tmp/crd || { echo "config/crd/bases is stale, run 'make generate'"; exit 1; }
+	go mod tidy -diff || { echo "go.mod/go.sum are not tidy, run 'go mod tidy'"; exit 1; }
+	cd tools && go mod tidy -diff || { echo "tools/go.mod is not tidy"; exit 1; }
+	cd tools/lint && go mod tidy -diff || { echo "tools/lint/go.mod is not tidy"; exit 1; }
+	@echo "generated files are up to date"
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	go vet ./...
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: controlplane
+controlplane: ## Build etcd, kube-apiserver, controller-manager, scheduler, kubectl, kwok into bin/k8s (cached).
+	hack/controlplane.sh
+
+.PHONY: tools
+tools: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Build controller-gen and golangci-lint into bin/tools.
+
+$(CONTROLLER_GEN): tools/go.mod tools/go.sum
+	cd tools && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(GOLANGCI_LINT): tools/lint/go.mod tools/lint/go.sum
+	cd tools/lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+##@ Run and test
+
+.PHONY: run
+run: controlplane build ## Run converge: on a local cluster when KUBECONFIG is unset.
+	$(BIN)/converge dev
+
+.PHONY: test
+test: controlplane ## Run every test: unit, envtest, local cluster.
+	go test $(TEST_FLAGS) ./...
+
+.PHONY: e2e
+e2e: controlplane ## Run the end-to-end suite (not built yet).
+	@echo "make e2e: the end-to-end suite is not built yet (issue 6)"; exit 1
+
+.PHONY: bench
+bench: controlplane ## Run the benchmarks (not built yet).
+	@echo "make bench: the benchmarks are not built yet (issue 8)"; exit 1
+
+.PHONY: clean
+clean: ## Remove bin/ (the control-plane cache outside the tree stays).
+	rm -rf $(BIN)

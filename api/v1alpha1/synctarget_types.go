@@ -1,0 +1,469 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SyncTargetKind is the kind name of the SyncTarget API.
+const SyncTargetKind = "SyncTarget"
+
+// Labels and annotations that converge reads or writes on objects.
+const (
+	// NameLabel carries the name of the SyncTarget that manages an object.
+	NameLabel = "converge.dev/name"
+	// NamespaceLabel carries the namespace of the SyncTarget that manages an object.
+	NamespaceLabel = "converge.dev/namespace"
+	// PruneAnnotation set to "disabled" keeps an object when it leaves Git.
+	PruneAnnotation = "converge.dev/prune"
+	// ReconcileAnnotation set to "disabled" makes converge leave an object's live state alone.
+	ReconcileAnnotation = "converge.dev/reconcile"
+	// RequestedAtAnnotation on a SyncTarget asks for an immediate reconcile
+	// (and a retry of a revision that was rolled back); `converge reconcile` sets it.
+	RequestedAtAnnotation = "converge.dev/requestedAt"
+	// DisabledValue is the value that turns off PruneAnnotation and ReconcileAnnotation.
+	DisabledValue = "disabled"
+)
+
+// Condition types of a SyncTarget, after the kstatus conventions.
+const (
+	// ReadyCondition is True when the last revision was applied and is healthy.
+	ReadyCondition = "Ready"
+	// ReconcilingCondition is True while a reconcile is in progress.
+	ReconcilingCondition = "Reconciling"
+	// StalledCondition is True when the spec cannot be acted on until it changes.
+	StalledCondition = "Stalled"
+	// HealthyCondition is True when every applied object passed its health checks.
+	HealthyCondition = "Healthy"
+)
+
+// Reasons set on the conditions of a SyncTarget.
+const (
+	FetchFailedReason        = "FetchFailed"
+	BuildFailedReason        = "BuildFailed"
+	ApplyFailedReason        = "ApplyFailed"
+	PruneFailedReason        = "PruneFailed"
+	HealthCheckFailedReason  = "HealthCheckFailed"
+	RolledBackReason         = "RolledBack"
+	DependencyNotReadyReason = "DependencyNotReady"
+	OutsideSyncWindowReason  = "OutsideSyncWindow"
+	SucceededReason          = "Succeeded"
+	ProgressingReason        = "Progressing"
+	SuspendedReason          = "Suspended"
+	InvalidSpecReason        = "InvalidSpec"
+)
+
+// Defaults applied by the getters when a field is unset.
+const (
+	DefaultInterval     = time.Minute
+	DefaultTimeout      = 5 * time.Minute
+	DefaultHistoryLimit = 10
+)
+
+// CronSchedule is a cron expression as github.com/robfig/cron/v3 reads it: five fields
+// (minute hour day-of-month month day-of-week), or a descriptor such as @hourly or
+// "@every 1h30m", optionally preceded by CRON_TZ=<IANA zone>. The API server checks the
+// syntax and the range of every number; the daemon rejects what the pattern cannot see
+// (a range whose start is past its end).
+// +kubebuilder:validation:MaxLength=128
+// +kubebuilder:validation:XValidation:rule=`self.matches(r'^ *((CRON_)?TZ=[A-Za-z0-9_+/-]+ +)?(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every +([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+|(\*|\?|[0-5]?[0-9](-[0-5]?[0-9])?)(/[1-9][0-9]*)?(,(\*|\?|[0-5]?[0-9](-[0-5]?[0-9])?)(/[1-9][0-9]*)?)* +(\*|\?|(2[0-3]|1[0-9]|0?[0-9])(-(2[0-3]|1[0-9]|0?[0-9]))?)(/[1-9][0-9]*)?(,(\*|\?|(2[0-3]|1[0-9]|0?[0-9])(-(2[0-3]|1[0-9]|0?[0-9]))?)(/[1-9][0-9]*)?)* +(\*|\?|(3[01]|[12][0-9]|0?[1-9])(-(3[01]|[12][0-9]|0?[1-9]))?)(/[1-9][0-9]*)?(,(\*|\?|(3[01]|[12][0-9]|0?[1-9])(-(3[01]|[12][0-9]|0?[1-9]))?)(/[1-9][0-9]*)?)* +(\*|\?|(1[0-2]|0?[1-9]|(?i:JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC))(-(1[0-2]|0?[1-9]|(?i:JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC)))?)(/[1-9][0-9]*)?(,(\*|\?|(1[0-2]|0?[1-9]|(?i:JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC))(-(1[0-2]|0?[1-9]|(?i:JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC)))?)(/[1-9][0-9]*)?)* +(\*|\?|([0-6]|(?i:SUN|MON|TUE|WED|THU|FRI|SAT))(-([0-6]|(?i:SUN|MON|TUE|WED|THU|FRI|SAT)))?)(/[1-9][0-9]*)?(,(\*|\?|([0-6]|(?i:SUN|MON|TUE|WED|THU|FRI|SAT))(-([0-6]|(?i:SUN|MON|TUE|WED|THU|FRI|SAT)))?)(/[1-9][0-9]*)?)*) *$')`,message="must be a cron expression: five fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly or @every 1h, optionally after CRON_TZ=<zone>"
+type CronSchedule string
+
+// GitRef says which revision of a repository to follow. Exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.branch), has(self.tag), has(self.semver), has(self.commit), has(self.name)].filter(x, x).size() == 1",message="exactly one of branch, tag, semver, commit or name must be set"
+type GitRef struct {
+	// Branch to follow, e.g. main.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=250
+	// +optional
+	Branch string `json:"branch,omitempty"`
+
+	// Tag to follow, e.g. v1.2.3.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=250
+	// +optional
+	Tag string `json:"tag,omitempty"`
+
+	// SemVer is a version constraint, e.g. ">=1.0.0 <2.0.0"; the highest matching tag is followed.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=250
+	// +optional
+	SemVer string `json:"semver,omitempty"`
+
+	// Commit is a full commit SHA (40 hex digits, or 64 for SHA-256 repositories).
+	// +kubebuilder:validation:Pattern=`^([0-9a-f]{40}|[0-9a-f]{64})$`
+	// +optional
+	Commit string `json:"commit,omitempty"`
+
+	// Name is any fully qualified ref, e.g. refs/pull/7/head.
+	// +kubebuilder:validation:Pattern=`^refs/[^\s~^:?*\[\\]+$`
+	// +kubebuilder:validation:MaxLength=250
+	// +optional
+	Name string `json:"name,omitempty"`
+}
+
+// LocalObjectReference names an object in the SyncTarget's own namespace.
+type LocalObjectReference struct {
+	// Name of the referent.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// GitSource is where the desired state lives.
+// +kubebuilder:validation:XValidation:rule="!(has(self.interval) && has(self.schedule))",message="interval and schedule are mutually exclusive"
+type GitSource struct {
+	// URL of the repository: https://, http://, ssh:// or the scp-like form git@host:path.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^((https?|ssh)://[^\s/?#]+[^\s]*|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s/][^\s]*)$')`,message="must be an https://, http:// or ssh:// URL, or the scp-like form user@host:path"
+	// +required
+	URL string `json:"url"`
+
+	// Ref is the branch, tag, semver range, commit or named ref to follow.
+	// +required
+	Ref GitRef `json:"ref"`
+
+	// SecretRef names a Secret with credentials: username and password, or bearerToken,
+	// optionally ca.crt, for HTTPS; identity (and password) with known_hosts for SSH.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Interval between polls of the repository (default 1m). Mutually exclusive with schedule.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$') && duration(self) > duration('0s')`,message="must be a positive duration such as 30s, 5m or 1h30m"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// Schedule polls on a cron schedule instead of an interval.
+	// +optional
+	Schedule CronSchedule `json:"schedule,omitempty"`
+
+	// WebhookSecretRef names a Secret whose "token" key signs push webhooks for this repository.
+	// +optional
+	WebhookSecretRef *LocalObjectReference `json:"webhookSecretRef,omitempty"`
+}
+
+// NamespacedObjectKindReference names an object to wait for.
+type NamespacedObjectKindReference struct {
+	// APIVersion of the referent, e.g. apps/v1.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	APIVersion string `json:"apiVersion"`
+
+	// Kind of the referent.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Kind string `json:"kind"`
+
+	// Name of the referent.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+
+	// Namespace of the referent; defaults to the SyncTarget's target namespace.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// CustomHealthCheck tells how to read the health of a custom kind with CEL expressions
+// evaluated on the object (as "self"). The first that holds wins: failed, current, inProgress.
+type CustomHealthCheck struct {
+	// APIVersion of the kind, e.g. example.com/v1.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	APIVersion string `json:"apiVersion"`
+
+	// Kind the expressions apply to.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Kind string `json:"kind"`
+
+	// Current is true when the object is healthy.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Current string `json:"current"`
+
+	// Failed is true when the object has failed.
+	// +optional
+	Failed string `json:"failed,omitempty"`
+
+	// InProgress is true while the object is still progressing.
+	// +optional
+	InProgress string `json:"inProgress,omitempty"`
+}
+
+// RollbackSpec controls the automatic rollback to the last healthy revision.
+type RollbackSpec struct {
+	// Enabled rolls a revision that fails to apply or to become healthy back to the
+	// last healthy one.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// DependencyReference names a SyncTarget that must be Ready first.
+type DependencyReference struct {
+	// Name of the SyncTarget.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Namespace of the SyncTarget; defaults to this one's.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// SyncWindowKind says whether a window allows or denies syncs.
+// +kubebuilder:validation:Enum=allow;deny
+type SyncWindowKind string
+
+const (
+	// AllowWindow allows syncs only while one of the allow windows is open.
+	AllowWindow SyncWindowKind = "allow"
+	// DenyWindow forbids syncs while it is open.
+	DenyWindow SyncWindowKind = "deny"
+)
+
+// SyncWindow is a recurring period, opening on a cron schedule and lasting a duration.
+type SyncWindow struct {
+	// Kind is allow or deny.
+	// +required
+	Kind SyncWindowKind `json:"kind"`
+
+	// Schedule is when the window opens.
+	// +required
+	Schedule CronSchedule `json:"schedule"`
+
+	// Duration the window stays open.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$') && duration(self) > duration('0s')`,message="must be a positive duration such as 30s, 5m or 1h30m"
+	// +required
+	Duration metav1.Duration `json:"duration"`
+
+	// TimeZone is the IANA name of the zone the schedule is read in (default UTC).
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_+/-]+$`
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// SyncTargetSpec is the desired state: which repository, which path, how to apply it.
+type SyncTargetSpec struct {
+	// Source is the Git repository and ref to follow.
+	// +required
+	Source GitSource `json:"source"`
+
+	// Path inside the repository to render, relative to its root (default: the root).
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.matches('(^|/)[.][.](/|$)')",message="must be a relative path inside the repository, without '..'"
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// TargetNamespace sets the namespace of every namespaced object rendered.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	TargetNamespace string `json:"targetNamespace,omitempty"`
+
+	// Prune deletes the objects this SyncTarget applied once they leave Git.
+	// +optional
+	Prune bool `json:"prune,omitempty"`
+
+	// Wait health-checks every applied object before the revision counts as healthy.
+	// +kubebuilder:default=true
+	// +optional
+	Wait *bool `json:"wait,omitempty"`
+
+	// HealthChecks lists further objects to wait for.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	HealthChecks []NamespacedObjectKindReference `json:"healthChecks,omitempty"`
+
+	// HealthCheckExprs read the health of custom kinds with CEL.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	HealthCheckExprs []CustomHealthCheck `json:"healthCheckExprs,omitempty"`
+
+	// Timeout bounds applying and health checking one revision (default 5m).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$') && duration(self) > duration('0s')`,message="must be a positive duration such as 30s, 5m or 1h30m"
+	// +kubebuilder:default="5m"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// Rollback controls the automatic rollback to the last healthy revision.
+	// +kubebuilder:default={enabled: true}
+	// +optional
+	Rollback *RollbackSpec `json:"rollback,omitempty"`
+
+	// DependsOn lists SyncTargets that must be Ready at their current revision first.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	DependsOn []DependencyReference `json:"dependsOn,omitempty"`
+
+	// ServiceAccountName is impersonated for every apply and prune.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// Suspend stops reconciling until set back to false.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// SyncWindows allow or deny syncs at given times.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	SyncWindows []SyncWindow `json:"syncWindows,omitempty"`
+
+	// HistoryLimit caps the number of history entries kept (default 10).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=10
+	// +optional
+	HistoryLimit *int32 `json:"historyLimit,omitempty"`
+}
+
+// InventoryEntry identifies one applied object.
+type InventoryEntry struct {
+	// ID is "<namespace>_<name>_<group>_<kind>".
+	// +required
+	ID string `json:"id"`
+
+	// Version is the API version the object was applied with.
+	// +required
+	Version string `json:"v"`
+}
+
+// ResourceInventory lists the objects applied by a SyncTarget.
+type ResourceInventory struct {
+	// Entries of the inventory, sorted by ID.
+	// +optional
+	Entries []InventoryEntry `json:"entries,omitempty"`
+}
+
+// SyncResult is the outcome of one sync attempt.
+// +kubebuilder:validation:Enum=Succeeded;Failed;RolledBack
+type SyncResult string
+
+const (
+	// SyncSucceeded means the revision was applied and became healthy.
+	SyncSucceeded SyncResult = "Succeeded"
+	// SyncFailed means the revision failed and nothing was rolled back.
+	SyncFailed SyncResult = "Failed"
+	// SyncRolledBack means the revision failed and the last healthy one was restored.
+	SyncRolledBack SyncResult = "RolledBack"
+)
+
+// HistoryEntry records one sync attempt.
+type HistoryEntry struct {
+	// Revision attempted, as <ref>@sha1:<hex>.
+	// +required
+	Revision string `json:"revision"`
+
+	// StartedAt is when the attempt began.
+	// +required
+	StartedAt metav1.Time `json:"startedAt"`
+
+	// FinishedAt is when it ended.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+
+	// Result of the attempt.
+	// +required
+	Result SyncResult `json:"result"`
+
+	// Created counts the objects created.
+	// +optional
+	Created int32 `json:"created"`
+
+	// Configured counts the objects changed.
+	// +optional
+	Configured int32 `json:"configured"`
+
+	// Deleted counts the objects pruned.
+	// +optional
+	Deleted int32 `json:"deleted"`
+
+	// Message says what happened, and why it failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// SyncTargetStatus is what converge observed and did.
+type SyncTargetStatus struct {
+	// ObservedGeneration is the generation of the spec last acted on to the end.
+	// +kubebuilder:default=-1
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Reconciling, Stalled and Healthy.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LastFetchedRevision is the revision last fetched from the source.
+	// +optional
+	LastFetchedRevision string `json:"lastFetchedRevision,omitempty"`
+
+	// LastAttemptedRevision is the revision last tried.
+	// +optional
+	LastAttemptedRevision string `json:"lastAttemptedRevision,omitempty"`
+
+	// LastAppliedRevision is the revision whose objects are in the cluster now.
+	// +optional
+	LastAppliedRevision string `json:"lastAppliedRevision,omitempty"`
+
+	// LastHealthyRevision is the last revision that was applied and became healthy:
+	// the one a failed revision is rolled back to.
+	// +optional
+	LastHealthyRevision string `json:"lastHealthyRevision,omitempty"`
+
+	// LastHandledReconcileAt is the value of the converge.dev/requestedAt annotation last acted on.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+
+	// Inventory lists the objects applied from LastAppliedRevision.
+	// +optional
+	Inventory *ResourceInventory `json:"inventory,omitempty"`
+
+	// History of sync attempts, newest first, capped at spec.historyLimit.
+	// +optional
+	History []HistoryEntry `json:"history,omitempty"`
+}
+
+// SyncTarget keeps a set of objects in the cluster converged on a path of a Git repository.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=st,categories=converge
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.lastAppliedRevision`
+// +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.conditions[?(@.type=="Healthy")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+type SyncTarget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec SyncTargetSpec `json:"spec"`
+
+	// +kubebuilder:default={"observedGeneration":-1}
+	// +optional
+	Status SyncTargetStatus `json:"status,omitempty"`
+}
+
+// SyncTargetList is a list of SyncTargets.
+// +kubebuilder:object:root=true
+type SyncTargetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SyncTarget `json:"items"`
+}

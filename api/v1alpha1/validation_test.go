@@ -1,0 +1,191 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/localcluster"
+	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
+)
+
+var k8s client.Client
+
+// TestMain installs the generated CRD into a real kube-apiserver once for the package.
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		c, err := localcluster.Start(context.Background(), localcluster.Options{CRDDirectoryPaths: []string{clustertest.CRDDir()}})
+		if err != nil {
+			panic(err)
+		}
+		defer func() { _ = c.Stop() }()
+		scheme := runtime.NewScheme()
+		if err := convergev1.AddToScheme(scheme); err != nil {
+			panic(err)
+		}
+		if k8s, err = client.New(c.Config, client.Options{Scheme: scheme}); err != nil {
+			panic(err)
+		}
+		return m.Run()
+	}())
+}
+
+func valid(name string) *convergev1.SyncTarget {
+	return &convergev1.SyncTarget{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: convergev1.SyncTargetSpec{
+			Source: convergev1.GitSource{
+				URL: "https://git.example.com/org/shop.git",
+				Ref: convergev1.GitRef{Branch: "main"},
+			},
+			Path: "deploy/prod",
+		},
+	}
+}
+
+func TestInvalidSyncTargetsAreRejected(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*convergev1.SyncTarget)
+		field  string // the field the API server names
+		msg    string // what it says about it
+	}{
+		{"two ref kinds", func(st *convergev1.SyncTarget) { st.Spec.Source.Ref.Tag = "v1.0.0" },
+			"spec.source.ref", "exactly one of branch, tag, semver, commit or name must be set"},
+		{"no ref", func(st *convergev1.SyncTarget) { st.Spec.Source.Ref = convergev1.GitRef{} },
+			"spec.source.ref", "exactly one of branch, tag, semver, commit or name must be set"},
+		{"ftp url", func(st *convergev1.SyncTarget) { st.Spec.Source.URL = "ftp://git.example.com/shop.git" },
+			"spec.source.url", "must be an https://, http:// or ssh:// URL"},
+		{"url with spaces", func(st *convergev1.SyncTarget) { st.Spec.Source.URL = "https://git.example.com/a b" },
+			"spec.source.url", "must be an https://, http:// or ssh:// URL"},
+		{"negative interval", func(st *convergev1.SyncTarget) {
+			st.Spec.Source.Interval = &metav1.Duration{Duration: -60e9}
+		}, "spec.source.interval", "must be a positive duration"},
+		{"zero interval", func(st *convergev1.SyncTarget) { st.Spec.Source.Interval = &metav1.Duration{} },
+			"spec.source.interval", "must be a positive duration"},
+		{"zero timeout", func(st *convergev1.SyncTarget) { st.Spec.Timeout = &metav1.Duration{} },
+			"spec.timeout", "must be a positive duration"},
+		{"interval and schedule", func(st *convergev1.SyncTarget) {
+			st.Spec.Source.Interval = &metav1.Duration{Duration: 60e9}
+			st.Spec.Source.Schedule = "*/5 * * * *"
+		}, "spec.source", "interval and schedule are mutually exclusive"},
+		{"parent path", func(st *convergev1.SyncTarget) { st.Spec.Path = "../other-team" },
+			"spec.path", "must be a relative path inside the repository"},
+		{"parent inside path", func(st *convergev1.SyncTarget) { st.Spec.Path = "deploy/../../etc" },
+			"spec.path", "must be a relative path inside the repository"},
+		{"absolute path", func(st *convergev1.SyncTarget) { st.Spec.Path = "/etc" },
+			"spec.path", "must be a relative path inside the repository"},
+		{"bad cron", func(st *convergev1.SyncTarget) { st.Spec.Source.Schedule = "every five minutes" },
+			"spec.source.schedule", "must be a cron expression"},
+		{"cron minute out of range", func(st *convergev1.SyncTarget) { st.Spec.Source.Schedule = "61 * * * *" },
+			"spec.source.schedule", "must be a cron expression"},
+		{"bad sync window schedule", func(st *convergev1.SyncTarget) {
+			st.Spec.SyncWindows = []convergev1.SyncWindow{{Kind: convergev1.DenyWindow, Schedule: "0 25 * * *", Duration: metav1.Duration{Duration: 3600e9}}}
+		}, "spec.syncWindows[0].schedule", "must be a cron expression"},
+		{"bad sync window kind", func(st *convergev1.SyncTarget) {
+			st.Spec.SyncWindows = []convergev1.SyncWindow{{Kind: "maybe", Schedule: "0 22 * * *", Duration: metav1.Duration{Duration: 3600e9}}}
+		}, "spec.syncWindows[0].kind", "Unsupported value"},
+		{"zero sync window", func(st *convergev1.SyncTarget) {
+			st.Spec.SyncWindows = []convergev1.SyncWindow{{Kind: convergev1.AllowWindow, Schedule: "0 22 * * *"}}
+		}, "spec.syncWindows[0].duration", "must be a positive duration"},
+		{"short commit", func(st *convergev1.SyncTarget) {
+			st.Spec.Source.Ref = convergev1.GitRef{Commit: "abc1234"}
+		}, "spec.source.ref.commit", "should match"},
+		{"history limit zero", func(st *convergev1.SyncTarget) { st.Spec.HistoryLimit = ptr.To(int32(0)) },
+			"spec.historyLimit", "should be greater than or equal to 1"},
+		{"bad target namespace", func(st *convergev1.SyncTarget) { st.Spec.TargetNamespace = "Shop_Prod" },
+			"spec.targetNamespace", "should match"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			st := valid("invalid")
+			tt.mutate(st)
+			err := k8s.Create(t.Context(), st)
+			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+			g.Expect(err.Error()).To(ContainSubstring(tt.field + ":"))
+			g.Expect(err.Error()).To(ContainSubstring(tt.msg))
+		})
+	}
+}
+
+func TestValidSyncTargetsRoundTripWithDefaults(t *testing.T) {
+	sha := "0123456789abcdef0123456789abcdef01234567"
+	tests := []struct {
+		name   string
+		mutate func(*convergev1.SyncTarget)
+	}{
+		{"branch over https", func(*convergev1.SyncTarget) {}},
+		{"tag over ssh", func(st *convergev1.SyncTarget) {
+			st.Spec.Source.URL = "ssh://git@git.example.com:2222/org/shop.git"
+			st.Spec.Source.Ref = convergev1.GitRef{Tag: "v1.2.3"}
+		}},
+		{"semver over scp-like url", func(st *convergev1.SyncTarget) {
+			st.Spec.Source.URL = "git@github.com:org/shop.git"
+			st.Spec.Source.Ref = convergev1.GitRef{SemVer: ">=1.0.0 <2.0.0"}
+		}},
+		{"commit over http", func(st *convergev1.SyncTarget) {
+			st.Spec.Source.URL = "http://127.0.0.1:8080/shop.git"
+			st.Spec.Source.Ref = convergev1.GitRef{Commit: sha}
+		}},
+		{"named ref", func(st *convergev1.SyncTarget) { st.Spec.Source.Ref = convergev1.GitRef{Name: "refs/pull/7/head"} }},
+		{"cron schedule with zone", func(st *convergev1.SyncTarget) {
+			st.Spec.Source.Schedule = "CRON_TZ=Europe/Berlin */5 9-17 * * MON-FRI"
+		}},
+		{"every descriptor", func(st *convergev1.SyncTarget) { st.Spec.Source.Schedule = "@every 1h30m" }},
+		{"everything", func(st *convergev1.SyncTarget) {
+			st.Spec.Source.Interval = &metav1.Duration{Duration: 30e9}
+			st.Spec.Source.SecretRef = &convergev1.LocalObjectReference{Name: "shop-git"}
+			st.Spec.Source.WebhookSecretRef = &convergev1.LocalObjectReference{Name: "shop-hook"}
+			st.Spec.TargetNamespace = "shop"
+			st.Spec.Prune = true
+			st.Spec.HealthChecks = []convergev1.NamespacedObjectKindReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}
+			st.Spec.HealthCheckExprs = []convergev1.CustomHealthCheck{{APIVersion: "example.com/v1", Kind: "Widget", Current: "self.status.ready == true"}}
+			st.Spec.Timeout = &metav1.Duration{Duration: 120e9}
+			st.Spec.Rollback = &convergev1.RollbackSpec{Enabled: ptr.To(false)}
+			st.Spec.DependsOn = []convergev1.DependencyReference{{Name: "platform"}}
+			st.Spec.ServiceAccountName = "shop-deployer"
+			st.Spec.Suspend = true
+			st.Spec.Wait = ptr.To(false)
+			st.Spec.SyncWindows = []convergev1.SyncWindow{{Kind: convergev1.DenyWindow, Schedule: "0 22 * * *", Duration: metav1.Duration{Duration: 8 * 3600e9}, TimeZone: "Europe/Berlin"}}
+			st.Spec.HistoryLimit = ptr.To(int32(20))
+		}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			st := valid("valid-" + string(rune('a'+i)))
+			tt.mutate(st)
+			want := st.Spec.DeepCopy()
+			g.Expect(k8s.Create(t.Context(), st)).To(Succeed())
+			t.Cleanup(func() { _ = k8s.Delete(t.Context(), st) })
+
+			got := &convergev1.SyncTarget{}
+			g.Expect(k8s.Get(t.Context(), client.ObjectKeyFromObject(st), got)).To(Succeed())
+
+			// Defaults fill only what was left out.
+			if want.Timeout == nil {
+				want.Timeout = &metav1.Duration{Duration: convergev1.DefaultTimeout}
+			}
+			if want.HistoryLimit == nil {
+				want.HistoryLimit = ptr.To(int32(convergev1.DefaultHistoryLimit))
+			}
+			if want.Rollback == nil {
+				want.Rollback = &convergev1.RollbackSpec{Enabled: ptr.To(true)}
+			}
+			if want.Wait == nil {
+				want.Wait = ptr.To(true)
+			}
+			g.Expect(got.Spec).To(Equal(*want))
+			g.Expect(got.GetTimeout()).To(Equal(want.Timeout.Duration))
+		})
+	}
+}
