@@ -38,15 +38,19 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code and the CRD manifests from
 .PHONY: verify
 verify: $(CONTROLLER_GEN) ## Fail when generated files or go.mod/go.sum differ from a fresh generation.
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="$(GEN_PATHS)" output:object:dir=$$tmp/api; \
-	$(CONTROLLER_GEN) crd paths="$(GEN_PATHS)" output:crd:dir=$$tmp/crd; \
-	diff -u api/v1alpha1/zz_generated.deepcopy.go $$tmp/api/zz_generated.deepcopy.go || \
-	  { echo "api/: deepcopy is stale, run 'make generate'"; exit 1; }; \
-	diff -ru config/crd/bases $$tmp/crd || { echo "config/crd/bases is stale, run 'make generate'"; exit 1; }
+	cp api/v1alpha1/zz_generated.deepcopy.go "$$tmp/"; cp -r config/crd/bases "$$tmp/bases"; \
+	$(MAKE) -s generate >/dev/null; \
+	stale=0; \
+	diff -u "$$tmp/zz_generated.deepcopy.go" api/v1alpha1/zz_generated.deepcopy.go || stale=1; \
+	diff -ru "$$tmp/bases" config/crd/bases || stale=1; \
+	if [ $$stale = 1 ]; then \
+	  cp "$$tmp/zz_generated.deepcopy.go" api/v1alpha1/; rm -rf config/crd/bases; cp -r "$$tmp/bases" config/crd/bases; \
+	  echo "generated files are stale (diff above): run 'make generate'"; exit 1; \
+	fi
 	go mod tidy -diff || { echo "go.mod/go.sum are not tidy, run 'go mod tidy'"; exit 1; }
 	cd tools && go mod tidy -diff || { echo "tools/go.mod is not tidy"; exit 1; }
 	cd tools/lint && go mod tidy -diff || { echo "tools/lint/go.mod is not tidy"; exit 1; }
-	@echo "generated files are up to date"
+	@echo "generated files and go.mod are up to date"
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
