@@ -1,4 +1,25 @@
 // Package sources turns a SyncTarget's spec.source into a checked-out tree at an exact
 // commit: ref resolution, shallow fetch, a cache of read-only checkouts per commit,
 // authentication, poll scheduling and signed push webhooks.
+//
+// It needs no controller manager; the reconciler wires it:
+//
+//   - AuthFromSecret builds the credentials of a Source from the Secret named by
+//     spec.source.secretRef; sources.Ref(spec.source.ref) converts the API ref.
+//   - Resolve lists the remote's refs (one ls-remote) and returns the Revision the ref points
+//     at, rendered as <ref>@sha1:<hex> (ParseRevision reads it back).
+//   - Cache.Checkout returns the read-only directory of a commit: from the cache without
+//     network, or after a shallow fetch of that one commit, written atomically, within size
+//     and file-count caps. Cache.GC removes checkouts no SyncTarget needs any more.
+//   - Scheduler polls every distinct (URL, ref, credentials) once for all its subscribers, on
+//     an interval or a cron schedule, with bounded concurrency, timeouts and backoff, checks
+//     new revisions out into the Cache, and calls the subscribers back. Trigger polls a source
+//     now; triggers coalesce.
+//   - NewWebhookHandler serves POST /hooks/git: it verifies the signature of GitHub, GitLab,
+//     Gitea/Forgejo and generic push webhooks against each following target's secret and
+//     triggers exactly those. NormalizeURL is the repository identity it matches on.
+//
+// Errors from the network are *Error values that match one kind each (ErrAuthFailed,
+// ErrUnknownHostKey, ErrHostKeyMismatch, ErrUnreachable, ErrTimeout, ErrRefNotFound, …) and
+// never contain credentials; RedactURL strips them from URLs for messages.
 package sources

@@ -1,0 +1,436 @@
+package sources
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+	"k8s.io/utils/clock"
+)
+
+// Defaults of CacheOptions.
+const (
+	DefaultMaxBytes      int64 = 256 << 20
+	DefaultMaxFiles      int64 = 100_000
+	DefaultFetchTimeout        = 5 * time.Minute
+	DefaultGCGracePeriod       = 10 * time.Minute
+	DefaultMemoryBudget  int64 = 64 << 20
+)
+
+// CacheOptions configures a Cache.
+type CacheOptions struct {
+	// Dir holds the checkouts; created when missing. Required.
+	Dir string
+	// MaxBytes caps the total size of the files of one checkout (default 256 MiB).
+	MaxBytes int64
+	// MaxFiles caps the number of files and symlinks of one checkout (default 100 000).
+	MaxFiles int64
+	// FetchTimeout bounds one fetch, which runs on behalf of every caller waiting for it, whatever
+	// their own deadlines (default 5m). Each caller still stops waiting at its own deadline, and
+	// the fetch is cancelled when no caller waits any more.
+	FetchTimeout time.Duration
+	// GCGracePeriod protects a checkout from GC for this long after Checkout returned it, so that
+	// a tree being read right now is not removed under its reader (default 10m).
+	GCGracePeriod time.Duration
+	// Clock is the time source of the grace period (default: the real clock).
+	Clock clock.PassiveClock
+	// MemoryBudget bounds the uncompressed objects of one fetch unpacked in memory, the fast
+	// path (default 64 MiB). A fetch that needs more is done again into a pack on disk.
+	MemoryBudget int64
+}
+
+// Cache keeps read-only checkouts, one directory per repository and commit, shared by every
+// source on the same repository. A checkout is written in a temporary directory and renamed into
+// place once complete, so a crash never leaves a partial checkout that is later used.
+type Cache struct {
+	opts CacheOptions
+	tmp  string
+
+	mu      sync.Mutex
+	flights map[string]*flight
+	used    map[string]time.Time // checkout dir → last handed out (or asked for)
+}
+
+type flight struct {
+	done    chan struct{}
+	err     error
+	waiters int
+	cancel  context.CancelFunc
+}
+
+// NewCache opens (creating it if needed) a cache in opts.Dir and removes what an interrupted
+// fetch left behind.
+func NewCache(opts CacheOptions) (*Cache, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("cache directory not set")
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.MaxFiles <= 0 {
+		opts.MaxFiles = DefaultMaxFiles
+	}
+	if opts.FetchTimeout <= 0 {
+		opts.FetchTimeout = DefaultFetchTimeout
+	}
+	if opts.MemoryBudget <= 0 {
+		opts.MemoryBudget = DefaultMemoryBudget
+	}
+	if opts.GCGracePeriod < 0 {
+		opts.GCGracePeriod = 0
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("cache directory: %w", err)
+	}
+	opts.Dir = dir
+	c := &Cache{
+		opts:    opts,
+		tmp:     filepath.Join(dir, ".tmp"),
+		flights: map[string]*flight{},
+		used:    map[string]time.Time{},
+	}
+	if err := removeTree(c.tmp); err != nil {
+		return nil, fmt.Errorf("cleaning cache: %w", err)
+	}
+	if err := os.MkdirAll(c.tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("creating cache: %w", err)
+	}
+	return c, nil
+}
+
+// repoDir is where the checkouts of one repository live. Checkouts are not shared across
+// repositories even for the same commit: a commit served from the cache must have been fetched
+// from the repository the caller named, so that one tenant cannot read another's private commit
+// by naming its SHA.
+func (c *Cache) repoDir(rawURL string) string {
+	sum := sha256.Sum256([]byte(strings.TrimSuffix(RedactURL(strings.TrimSpace(rawURL)), "/")))
+	return filepath.Join(c.opts.Dir, hex.EncodeToString(sum[:])[:24])
+}
+
+// Path returns where the checkout of rev for src lives, and whether it is there now.
+func (c *Cache) Path(src Source, rev Revision) (string, bool) {
+	dir := filepath.Join(c.repoDir(src.URL), rev.Commit)
+	fi, err := os.Lstat(dir)
+	return dir, err == nil && fi.IsDir() && isHex(rev.Commit, 40)
+}
+
+// Checkout returns the read-only directory holding the tree of rev.Commit. When the commit is
+// cached it returns at once, without network. Otherwise it fetches that one commit (depth 1)
+// from src, writes its tree — files read-only, symlinks kept as symlinks — and moves it into
+// place. Concurrent calls for the same repository and commit share one fetch. A commit that is
+// no tip of any ref any more is fetched by its SHA when the server allows it.
+//
+// The caps of CacheOptions apply: exceeding one returns a *LimitError and caches nothing.
+func (c *Cache) Checkout(ctx context.Context, src Source, rev Revision) (string, error) {
+	red := newRedactor(src.URL, src.Auth)
+	if !isHex(rev.Commit, 40) {
+		return "", wrapErr(ctx, "fetch", src.URL, red,
+			fmt.Errorf("%w: revision %q has no full sha1 commit", ErrInvalidSource, rev.String()))
+	}
+	dir := filepath.Join(c.repoDir(src.URL), rev.Commit)
+
+	c.mu.Lock()
+	c.used[dir] = c.opts.Clock.Now()
+	c.mu.Unlock()
+	if fi, err := os.Lstat(dir); err == nil && fi.IsDir() {
+		return dir, nil
+	}
+
+	c.mu.Lock()
+	f, ok := c.flights[dir]
+	if !ok {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.FetchTimeout)
+		f = &flight{done: make(chan struct{}), cancel: cancel}
+		c.flights[dir] = f
+		go c.run(fctx, f, src, rev, dir)
+	}
+	f.waiters++
+	c.mu.Unlock()
+
+	select {
+	case <-f.done:
+		if f.err != nil {
+			return "", f.err
+		}
+		return dir, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		f.waiters--
+		if f.waiters == 0 {
+			f.cancel()
+			if c.flights[dir] == f {
+				delete(c.flights, dir)
+			}
+		}
+		c.mu.Unlock()
+		return "", wrapErr(ctx, "fetch", src.URL, red, ctx.Err())
+	}
+}
+
+// waiting is the number of callers waiting for the fetch of dir (tests only).
+func (c *Cache) waiting(src Source, rev Revision) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.flights[filepath.Join(c.repoDir(src.URL), rev.Commit)]; ok {
+		return f.waiters
+	}
+	return 0
+}
+
+func (c *Cache) run(ctx context.Context, f *flight, src Source, rev Revision, dir string) {
+	defer func() {
+		f.cancel()
+		c.mu.Lock()
+		if c.flights[dir] == f {
+			delete(c.flights, dir)
+		}
+		c.mu.Unlock()
+		close(f.done)
+	}()
+	if err := c.fetch(ctx, src, rev, dir); err != nil {
+		f.err = wrapErr(ctx, "fetch", src.URL, newRedactor(src.URL, src.Auth), err)
+	}
+}
+
+func (c *Cache) fetch(ctx context.Context, src Source, rev Revision, dir string) error {
+	r, err := newRemote(src)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(c.tmp, rev.Commit[:12]+"-")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrFetchFailed, err)
+	}
+	defer func() { _ = removeTree(tmp) }()
+
+	hash := plumbing.NewHash(rev.Commit)
+	var objects storer.Storer = newMemStorage(c.opts.MemoryBudget)
+	err = c.fetchPack(ctx, r, hash, objects)
+	if errors.Is(err, errOverBudget) {
+		// Too big to unpack in memory: fetch again into a pack on disk, read back lazily.
+		disk := filesystem.NewStorageWithOptions(osfs.New(filepath.Join(tmp, "git")),
+			cache.NewObjectLRU(32*cache.MiByte), filesystem.Options{ExclusiveAccess: true, KeepDescriptors: true})
+		defer func() { _ = disk.Close() }()
+		objects = disk
+		err = c.fetchPack(ctx, r, hash, disk)
+	}
+	if err != nil {
+		return err
+	}
+
+	tree := filepath.Join(tmp, "tree")
+	w := &treeWriter{
+		s: objects, commit: rev.Commit,
+		maxBytes: c.opts.MaxBytes, maxFiles: c.opts.MaxFiles,
+		buf: make([]byte, 64<<10),
+	}
+	if err := w.writeCommit(ctx, hash, tree); err != nil {
+		return err
+	}
+	if err := syncFS(tree); err != nil {
+		return fmt.Errorf("%w: syncing checkout: %v", ErrFetchFailed, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("%w: %v", ErrFetchFailed, err)
+	}
+	if err := os.Rename(tree, dir); err != nil {
+		// Another process (or an abandoned fetch of ours) finished first: use its checkout.
+		if fi, serr := os.Lstat(dir); serr == nil && fi.IsDir() {
+			return nil
+		}
+		return fmt.Errorf("%w: moving checkout into place: %v", ErrFetchFailed, err)
+	}
+	if err := os.Chmod(dir, 0o555); err != nil {
+		return fmt.Errorf("%w: %v", ErrFetchFailed, err)
+	}
+	return nil
+}
+
+// fetchPack asks the server for exactly one commit with depth 1 and stores the pack it sends.
+func (c *Cache) fetchPack(ctx context.Context, r *remote, hash plumbing.Hash, storage storer.Storer) error {
+	s, done, err := r.session(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	ar, err := s.AdvertisedReferencesContext(ctx)
+	if err != nil {
+		return err
+	}
+	advertised := false
+	for _, m := range []map[string]plumbing.Hash{ar.References, ar.Peeled} {
+		for _, h := range m {
+			if h == hash {
+				advertised = true
+			}
+		}
+	}
+	if !advertised && !ar.Capabilities.Supports(capability.AllowReachableSHA1InWant) &&
+		!ar.Capabilities.Supports(capability.AllowTipSHA1InWant) {
+		return fmt.Errorf("%w: commit %s is not the tip of any ref and the server does not allow fetching other commits by sha",
+			ErrRefNotFound, hash)
+	}
+
+	req := packp.NewUploadPackRequestFromCapabilities(ar.Capabilities)
+	req.Wants = []plumbing.Hash{hash}
+	if ar.Capabilities.Supports(capability.Shallow) {
+		req.Depth = packp.DepthCommits(1)
+		if err := req.Capabilities.Set(capability.Shallow); err != nil {
+			return err
+		}
+	}
+	if ar.Capabilities.Supports(capability.NoProgress) {
+		if err := req.Capabilities.Set(capability.NoProgress); err != nil {
+			return err
+		}
+	}
+	resp, err := s.UploadPack(ctx, req)
+	if err != nil {
+		if strings.Contains(err.Error(), "not our ref") {
+			return fmt.Errorf("%w: the server does not have commit %s (any more)", ErrRefNotFound, hash)
+		}
+		return err
+	}
+	defer func() { _ = resp.Close() }()
+
+	var pack io.Reader = resp
+	switch {
+	case req.Capabilities.Supports(capability.Sideband64k):
+		pack = sideband.NewDemuxer(sideband.Sideband64k, resp)
+	case req.Capabilities.Supports(capability.Sideband):
+		pack = sideband.NewDemuxer(sideband.Sideband, resp)
+	}
+	// The pack is compressed and a tree within MaxBytes compresses to about that or less; twice
+	// the cap (plus room for tree objects) stops a hostile server from filling the disk.
+	limit := 2*c.opts.MaxBytes + 512*c.opts.MaxFiles + 16<<20
+	lr := &limitedReader{r: pack, n: limit}
+	if err := packfile.UpdateObjectStorage(storage, lr); err != nil {
+		if lr.exceeded {
+			return &LimitError{Limit: "MaxBytes", Max: c.opts.MaxBytes, Commit: hash.String()}
+		}
+		if strings.Contains(err.Error(), "not our ref") {
+			return fmt.Errorf("%w: the server does not have commit %s (any more)", ErrRefNotFound, hash)
+		}
+		return err
+	}
+	return nil
+}
+
+type limitedReader struct {
+	r        io.Reader
+	n        int64
+	exceeded bool
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		l.exceeded = true
+		return 0, errors.New("pack larger than allowed")
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// GC removes the checkouts whose commit keep rejects, except those handed out by Checkout within
+// the grace period. It returns the directories removed. Callers keep at least the current and
+// the last healthy revision of every SyncTarget.
+func (c *Cache) GC(keep func(commit string) bool) ([]string, error) {
+	repos, err := os.ReadDir(c.opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading cache: %w", err)
+	}
+	var removed []string
+	var errs []error
+	now := c.opts.Clock.Now()
+	c.mu.Lock()
+	for dir, t := range c.used {
+		if now.Sub(t) >= c.opts.GCGracePeriod {
+			delete(c.used, dir) // includes checkouts that failed and never appeared
+		}
+	}
+	c.mu.Unlock()
+	for _, repo := range repos {
+		if !repo.IsDir() || repo.Name() == filepath.Base(c.tmp) {
+			continue
+		}
+		repoDir := filepath.Join(c.opts.Dir, repo.Name())
+		entries, err := os.ReadDir(repoDir)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		left := len(entries)
+		for _, e := range entries {
+			if !isHex(e.Name(), 40) || keep(e.Name()) {
+				continue
+			}
+			dir := filepath.Join(repoDir, e.Name())
+			c.mu.Lock()
+			if t, ok := c.used[dir]; ok && now.Sub(t) < c.opts.GCGracePeriod {
+				c.mu.Unlock()
+				continue
+			}
+			// Move it out of sight first, under the lock, so Checkout either sees it whole or not.
+			trash, err := os.MkdirTemp(c.tmp, "gc-")
+			if err == nil {
+				_ = os.Chmod(dir, 0o755) // renaming a directory across parents needs write access to it
+				err = os.Rename(dir, filepath.Join(trash, "tree"))
+			}
+			delete(c.used, dir)
+			c.mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if err := removeTree(trash); err != nil {
+				errs = append(errs, err)
+			}
+			removed = append(removed, dir)
+			left--
+		}
+		if left == 0 {
+			_ = os.Remove(repoDir)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// removeTree removes a directory tree made read-only by a checkout.
+func removeTree(dir string) error {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
