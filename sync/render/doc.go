@@ -1,0 +1,15 @@
+// Package render turns the path of a SyncTarget inside a Git checkout into the
+// objects to apply: a kustomization is built with kustomize (krusty), any other
+// directory has its YAML and JSON manifests read; then the target namespace and the
+// owner labels are set, the objects validated, sorted, and digested.
+//
+// Everything here treats the repository as hostile. All reads go through a file
+// system confined to the checkout root (no `..`, absolute path or symlink leaves
+// it), capped in file size, total bytes, file and document count, nesting depth and
+// YAML alias expansion. Kustomize gets no remote bases or files, no plugins, KRM
+// functions, helm or exec, and no custom OpenAPI schema. A failure is an *Error
+// naming the file and document, never quoting a document's content.
+//
+// Render reads the shared, read-only checkout in place: no copy or unpack per call,
+// and kustomize's OpenAPI schema is parsed once per process.
+package render

@@ -1,0 +1,90 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Classes of render failure. Every error Render returns is an *Error whose chain
+// holds exactly one of these, so callers can tell them apart with errors.Is; all of
+// them are the commit's fault and map to the BuildFailed reason.
+var (
+	// ErrOutsideRoot: a path, `../` or symlink resolves outside the checkout root.
+	ErrOutsideRoot = errors.New("path escapes the repository root")
+	// ErrSymlinkLoop: resolving a path or walking a tree went round a symlink cycle.
+	ErrSymlinkLoop = errors.New("symlink loop")
+	// ErrLimitExceeded: a cap of Limits was exceeded.
+	ErrLimitExceeded = errors.New("limit exceeded")
+	// ErrInvalidDocument: a document could not be parsed as YAML or JSON.
+	ErrInvalidDocument = errors.New("invalid document")
+	// ErrInvalidObject: a document parsed but is not a usable Kubernetes object.
+	ErrInvalidObject = errors.New("invalid object")
+	// ErrDuplicateObject: two objects have the same group, kind, namespace and name.
+	ErrDuplicateObject = errors.New("duplicate object")
+	// ErrRemoteDisabled: a kustomization refers to a remote base, file or git URL.
+	ErrRemoteDisabled = errors.New("remote kustomize resources are not allowed")
+	// ErrPluginDisabled: a kustomization uses a plugin, an exec or container function,
+	// helm, or another feature that runs code or changes process-wide state.
+	ErrPluginDisabled = errors.New("kustomize plugins and functions are not allowed")
+	// ErrKustomize: kustomize failed for another reason (bad patch, missing file, …).
+	ErrKustomize = errors.New("kustomize build failed")
+	// ErrNotFound: the path to render, or a file it refers to, does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalidOptions: the Options themselves are unusable (a caller bug or a bad spec).
+	ErrInvalidOptions = errors.New("invalid render options")
+)
+
+// Error is the error Render returns. It names the file, relative to the checkout root,
+// and the YAML document within it when the failure is about one document. It never
+// quotes the content of a document, so a Secret that fails to render is not echoed.
+type Error struct {
+	// File is the slash-separated path relative to the checkout root of the file or
+	// directory at fault; empty when the failure is not about one file.
+	File string
+	// Document is the 1-based position of the YAML document within File, or 0 when
+	// the failure concerns the whole file.
+	Document int
+	// Err is the cause; its chain holds one of the Err* classes of this package.
+	Err error
+}
+
+// Error formats as "render <file>: document <n>: <cause>".
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("render")
+	if e.File != "" {
+		b.WriteString(" ")
+		b.WriteString(e.File)
+	}
+	if e.Document > 0 {
+		fmt.Fprintf(&b, ": document %d", e.Document)
+	}
+	b.WriteString(": ")
+	if e.Err != nil {
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// fileErr builds an *Error for a whole file, or returns err unchanged when it is one.
+func fileErr(file string, err error) error {
+	var re *Error
+	if errors.As(err, &re) {
+		return err
+	}
+	return &Error{File: file, Err: err}
+}
+
+// docErr builds an *Error for one document of a file.
+func docErr(file string, doc int, err error) error {
+	return &Error{File: file, Document: doc, Err: err}
+}
+
+// classErr wraps the class sentinel with a formatted detail: "<class>: <detail>".
+func classErr(class error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", class, fmt.Sprintf(format, args...))
+}
