@@ -1,6 +1,6 @@
-// Package config embeds the manifests converge installs: the generated CRDs under
-// crd/bases (from `make generate`), so that the binary carries exactly what the
-// repository holds.
+// Package config embeds the manifests converge installs — the generated CRDs under
+// crd/bases (from `make generate`) — and the demo repository of `make run`, so that the
+// binary carries exactly what the repository holds.
 package config
 
 import (
@@ -14,6 +14,11 @@ import (
 
 //go:embed crd/bases/*.yaml
 var crdFiles embed.FS
+
+// Demo holds the demo repository `make run` serves: samples/demo/deploy/*.yaml.
+//
+//go:embed samples/demo
+var Demo embed.FS
 
 // CRDs returns the CustomResourceDefinitions of the converge API.
 func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {

@@ -3,34 +3,46 @@ package main
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/cgi"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/config"
 	"github.com/converge-gitops/converge/internal/localcluster"
 )
 
 // devOptions are the flags of `converge dev`.
 type devOptions struct {
-	nodes          int
-	kubeconfigCopy string
+	nodes   int
+	workDir string
 }
 
 func newDevCommand() *cobra.Command {
 	o := devOptions{}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run converge against a local cluster (started here when KUBECONFIG is unset)",
+		Short: "Run converge end to end on this machine: cluster, git server, demo repo, daemon",
 		Long: `dev is what 'make run' runs. With KUBECONFIG unset it starts a local Kubernetes
 cluster on loopback (etcd, kube-apiserver, controller-manager, scheduler and kwok nodes,
-built by 'make controlplane'), installs the converge CRDs and keeps the cluster up until
-Ctrl-C. With KUBECONFIG set it installs the CRDs into that cluster instead.`,
+built by 'make controlplane'); with KUBECONFIG set it uses that cluster. Either way it
+installs the converge CRD, serves a demo repository over a loopback git server, creates
+a SyncTarget following it and runs 'converge serve' until Ctrl-C. Commit in the demo
+repository and watch the change deploy.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -39,64 +51,177 @@ Ctrl-C. With KUBECONFIG set it installs the CRDs into that cluster instead.`,
 		},
 	}
 	cmd.Flags().IntVar(&o.nodes, "nodes", 3, "fake kwok nodes in the local cluster")
-	cmd.Flags().StringVar(&o.kubeconfigCopy, "kubeconfig-out", filepath.Join("bin", "dev.kubeconfig"),
-		"where to write the local cluster's kubeconfig for kubectl and other tools")
+	cmd.Flags().StringVar(&o.workDir, "dir", filepath.Join("bin", "dev"), "where the demo repository and the kubeconfig go")
 	return cmd
 }
 
 func (o *devOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	out := cmd.OutOrStdout()
+	say := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format+"\n", args...) }
+	dir, err := filepath.Abs(o.workDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	crds, err := config.CRDs()
 	if err != nil {
 		return err
 	}
-	if kc := os.Getenv("KUBECONFIG"); kc != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+
+	kubeconfig := os.Getenv("KUBECONFIG")
+	if kubeconfig == "" {
+		say("starting a local cluster with %d kwok nodes (etcd, kube-apiserver, controller-manager, scheduler)...", o.nodes)
+		c, err := localcluster.Start(ctx, localcluster.Options{Workloads: true, Nodes: o.nodes, CRDs: crds})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			say("stopping the local cluster")
+			_ = c.Stop()
+		}()
+		b, err := c.KubeconfigBytes()
+		if err != nil {
+			return err
+		}
+		kubeconfig = filepath.Join(dir, "kubeconfig")
+		if err := os.WriteFile(kubeconfig, b, 0o600); err != nil {
+			return err
+		}
+	} else {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
 			return fmt.Errorf("reading KUBECONFIG: %w", err)
 		}
 		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
-			return fmt.Errorf("installing the CRDs: %w", err)
+			return fmt.Errorf("installing the CRD: %w", err)
 		}
-		_, _ = fmt.Fprintf(out, "installed the SyncTarget CRD into the cluster of %s\n", kc)
-		_, _ = fmt.Fprintln(out, "the reconciler ('converge serve') is not built yet: see issue 4")
-		return nil
 	}
 
-	_, _ = fmt.Fprintf(out, "starting a local cluster with %d kwok nodes...\n", o.nodes)
-	c, err := localcluster.Start(ctx, localcluster.Options{Workloads: true, Nodes: o.nodes, CRDs: crds})
+	repo := filepath.Join(dir, "demo")
+	if err := initDemoRepo(ctx, repo); err != nil {
+		return err
+	}
+	url, stopGit, err := serveGit(dir)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		_, _ = fmt.Fprintln(out, "stopping the local cluster")
-		_ = c.Stop()
-	}()
-	kubeconfig, err := c.KubeconfigBytes()
+	defer stopGit()
+	if err := createDemoTarget(ctx, kubeconfig, url+"/demo/.git"); err != nil {
+		return err
+	}
+
+	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	if o.kubeconfigCopy != "" {
-		if err := os.MkdirAll(filepath.Dir(o.kubeconfigCopy), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.kubeconfigCopy, kubeconfig, 0o600); err != nil {
-			return err
+	serve := exec.CommandContext(ctx, self, "serve", "--kubeconfig", kubeconfig,
+		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0",
+		"--webhook-bind-address", "127.0.0.1:0", "--cache-dir", filepath.Join(dir, "cache"))
+	serve.Stdout, serve.Stderr = os.Stderr, os.Stderr
+	serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	serve.Cancel = func() error { return serve.Process.Signal(syscall.SIGTERM) }
+	serve.WaitDelay = 10 * time.Second
+	if err := serve.Start(); err != nil {
+		return err
+	}
+	say(`
+converge is running.
+  cluster:     export KUBECONFIG=%s   (kubectl is bin/k8s/kubectl)
+  demo repo:   %s   (served at %s/demo/.git)
+  SyncTarget:  default/demo follows branch main, path deploy, into namespace demo, every 10s
+
+Try:
+  kubectl get synctargets -A; kubectl -n demo get deploy,svc,cm
+  cd %s && sed -i 's/replicas: 2/replicas: 3/' deploy/deployment.yaml && git commit -qam 'scale web' 
+  ... and within ~10s the Deployment has 3 replicas.
+Ctrl-C stops everything.`, kubeconfig, repo, url, repo)
+	err = serve.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("converge serve exited: %w", err)
+}
+
+// initDemoRepo writes the embedded demo manifests into a fresh git repository, unless
+// one is there already (a second 'make run' keeps the user's commits).
+func initDemoRepo(ctx context.Context, repo string) error {
+	if _, err := os.Stat(filepath.Join(repo, ".git")); err == nil {
+		return nil
+	}
+	sub, err := fs.Sub(config.Demo, "samples/demo")
+	if err != nil {
+		return err
+	}
+	if err := os.CopyFS(repo, sub); err != nil {
+		return fmt.Errorf("writing the demo repository: %w", err)
+	}
+	for _, args := range [][]string{
+		{"init", "-q", "--initial-branch=main"},
+		{"add", "."},
+		{"-c", "user.name=converge demo", "-c", "user.email=demo@converge.invalid", "commit", "-qm", "demo: web Deployment, Service and ConfigMap"},
+		{"config", "user.name", "converge demo"},
+		{"config", "user.email", "demo@converge.invalid"},
+	} {
+		c := exec.CommandContext(ctx, "git", args...)
+		c.Dir = repo
+		if b, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %v: %v: %s", args, err, b)
 		}
 	}
-	_, _ = fmt.Fprintf(out, `local cluster up: API server %s, SyncTarget CRD installed
-  export KUBECONFIG=%s
-  kubectl get nodes; kubectl get synctargets -A   (kubectl is bin/k8s/kubectl)
-the reconciler ('converge serve') is not built yet: see issue 4
-Ctrl-C stops the cluster
-`, c.Config.Host, abs(o.kubeconfigCopy))
-	<-ctx.Done()
 	return nil
 }
 
-func abs(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
+// serveGit serves the repositories under root over smart HTTP with the system git, on a
+// random loopback port.
+func serveGit(root string) (string, func(), error) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return "", nil, err
 	}
-	return p
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{
+		Handler: &cgi.Handler{Path: git, Args: []string{"http-backend"},
+			Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}},
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+func createDemoTarget(ctx context.Context, kubeconfig, url string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := convergev1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	st := &convergev1.SyncTarget{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "default"},
+		Spec: convergev1.SyncTargetSpec{
+			Source: convergev1.GitSource{
+				URL: url, Ref: convergev1.GitRef{Branch: "main"},
+				Interval: &metav1.Duration{Duration: 10 * time.Second},
+			},
+			Path:            "deploy",
+			TargetNamespace: "demo",
+			Prune:           true,
+		},
+	}
+	existing := &convergev1.SyncTarget{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(st), existing); err == nil {
+		existing.Spec = st.Spec
+		return c.Update(ctx, existing)
+	}
+	return c.Create(ctx, st)
 }

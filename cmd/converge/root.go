@@ -35,7 +35,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newDevCommand())
+	root.AddCommand(newVersionCommand(), newDevCommand(), newServeCommand())
 	return root
 }
 

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sources"
+	convergesync "github.com/converge-gitops/converge/sync"
+)
+
+// managerOptions configure the controller manager: endpoints, leader election, sharding.
+type managerOptions struct {
+	metricsAddr        string
+	probeAddr          string
+	leaderElect        bool
+	leaderElectionNS   string
+	leaderElectionID   string
+	concurrency        int
+	watchLabelSelector string
+}
+
+func (o *managerOptions) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica (per shard) reconciles")
+	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election lease (default: in-cluster namespace)")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "converge-leader", "name of the leader election lease; give each shard its own")
+	fs.IntVar(&o.concurrency, "concurrency", 4, "SyncTargets reconciled at once")
+	fs.StringVar(&o.watchLabelSelector, "watch-label-selector", "", "only reconcile SyncTargets matching this label selector (sharding)")
+}
+
+// sourceOptions configure fetching and the checkout cache.
+type sourceOptions struct {
+	cacheDir     string
+	maxBytes     int64
+	maxFiles     int64
+	fetchTimeout time.Duration
+	webhookAddr  string
+}
+
+func (o *sourceOptions) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.cacheDir, "cache-dir", filepath.Join(os.TempDir(), "converge", "checkouts"), "directory of the checkouts cache")
+	fs.Int64Var(&o.maxBytes, "max-checkout-bytes", sources.DefaultMaxBytes, "size cap of one checkout")
+	fs.Int64Var(&o.maxFiles, "max-checkout-files", sources.DefaultMaxFiles, "file count cap of one checkout")
+	fs.DurationVar(&o.fetchTimeout, "fetch-timeout", sources.DefaultFetchTimeout, "timeout of one fetch")
+	fs.StringVar(&o.webhookAddr, "webhook-bind-address", ":9292", "address of the push webhook receiver (POST /hooks/git); empty disables it")
+}
+
+// syncOptions configure applying.
+type syncOptions struct {
+	defaultServiceAccount string
+	fullSyncInterval      time.Duration
+	applyConcurrency      int
+}
+
+func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.defaultServiceAccount, "default-service-account", "",
+		"service account impersonated for SyncTargets that name none (multi-tenancy: give it no rights)")
+	fs.DurationVar(&o.fullSyncInterval, "full-sync-interval", time.Hour, "how often an unchanged revision is re-applied in full anyway")
+	fs.IntVar(&o.applyConcurrency, "apply-concurrency", 8, "concurrent dry-runs and reads within one apply stage")
+}
+
+type serveOptions struct {
+	kube    kubeOptions
+	manager managerOptions
+	source  sourceOptions
+	sync    syncOptions
+}
+
+func newServeCommand() *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the converge daemon: reconcile SyncTargets",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(ctrl.SetupSignalHandler())
+		},
+	}
+	o.kube.BindFlags(cmd.Flags())
+	o.manager.BindFlags(cmd.Flags())
+	o.source.BindFlags(cmd.Flags())
+	o.sync.BindFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *serveOptions) run(ctx context.Context) error {
+	ctrl.SetLogger(zap.New())
+	cfg, err := o.kube.restConfig()
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := convergev1.AddToScheme(scheme); err != nil {
+		return err
+	}
+
+	cacheOpts := cache.Options{}
+	if o.manager.watchLabelSelector != "" {
+		sel, err := labels.Parse(o.manager.watchLabelSelector)
+		if err != nil {
+			return fmt.Errorf("--watch-label-selector: %w", err)
+		}
+		cacheOpts.ByObject = map[client.Object]cache.ByObject{&convergev1.SyncTarget{}: {Label: sel}}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOpts,
+		Metrics:                       metricsserver.Options{BindAddress: o.manager.metricsAddr},
+		HealthProbeBindAddress:        o.manager.probeAddr,
+		LeaderElection:                o.manager.leaderElect,
+		LeaderElectionID:              o.manager.leaderElectionID,
+		LeaderElectionNamespace:       o.manager.leaderElectionNS,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+
+	r, err := convergesync.NewReconciler(ctx, mgr, convergesync.ReconcilerOptions{
+		Cache: sources.CacheOptions{
+			Dir: o.source.cacheDir, MaxBytes: o.source.maxBytes, MaxFiles: o.source.maxFiles, FetchTimeout: o.source.fetchTimeout,
+		},
+		ApplyConcurrency:      o.sync.applyConcurrency,
+		DefaultServiceAccount: o.sync.defaultServiceAccount,
+		FullSyncInterval:      o.sync.fullSyncInterval,
+	})
+	if err != nil {
+		return err
+	}
+	syncOpts := convergesync.Options{Concurrency: o.manager.concurrency}
+	if o.source.webhookAddr != "" {
+		hooks := &convergesync.Webhooks{Reader: mgr.GetClient(), Events: make(chan event.GenericEvent, 1024)}
+		syncOpts.Webhooks = hooks
+		srv := sources.NewWebhookServer(o.source.webhookAddr,
+			sources.NewWebhookHandler(hooks, hooks, sources.WebhookOptions{Log: ctrl.Log.WithName("webhook")}))
+		if err := mgr.Add(webhookServer{srv: srv}); err != nil {
+			return err
+		}
+	}
+	if err := r.SetupWithManager(ctx, mgr, syncOpts); err != nil {
+		return fmt.Errorf("setting up the controller: %w", err)
+	}
+	return mgr.Start(ctx)
+}
+
+// webhookServer runs the push webhook receiver with the manager, on every replica:
+// webhooks are accepted by all of them, and only the leader acts on the wake-ups.
+type webhookServer struct{ srv *http.Server }
+
+func (w webhookServer) Start(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- w.srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("webhook server: %w", err)
+	case <-ctx.Done():
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return w.srv.Shutdown(shutdownCtx)
+	}
+}
+
+// NeedLeaderElection is false: every replica receives webhooks.
+func (webhookServer) NeedLeaderElection() bool { return false }

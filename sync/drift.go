@@ -1,0 +1,148 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	gosync "sync"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/object"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+)
+
+// DriftWatcher watches the objects SyncTargets manage — metadata only, narrowed by the
+// owner label — and wakes a SyncTarget when one of its objects is changed or deleted by
+// someone else, so that it is restored in seconds instead of at the next poll, and so that
+// an idle reconcile needs no request per object to find out nothing drifted.
+type DriftWatcher struct {
+	client metadata.Interface
+	mapper meta.RESTMapper
+	// Events wakes the reconciler: one GenericEvent per SyncTarget with drift.
+	Events chan event.GenericEvent
+
+	ctx       context.Context
+	mu        gosync.Mutex
+	informers map[schema.GroupVersionResource]bool
+	drifted   map[types.NamespacedName]map[string]bool // SyncTarget → object IDs
+}
+
+// NewDriftWatcher returns a watcher; its informers run until ctx ends.
+func NewDriftWatcher(ctx context.Context, client metadata.Interface, mapper meta.RESTMapper) *DriftWatcher {
+	return &DriftWatcher{
+		client:    client,
+		mapper:    mapper,
+		Events:    make(chan event.GenericEvent, 1024),
+		ctx:       ctx,
+		informers: map[schema.GroupVersionResource]bool{},
+		drifted:   map[types.NamespacedName]map[string]bool{},
+	}
+}
+
+// Watch makes sure the kinds of objects are watched. It is cheap for kinds already watched.
+func (w *DriftWatcher) Watch(objects []*unstructured.Unstructured) error {
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, o := range objects {
+		gvk := o.GroupVersionKind()
+		if seen[gvk] {
+			continue
+		}
+		seen[gvk] = true
+		mapping, err := w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("watching %s: %w", gvk, err)
+		}
+		w.start(mapping.Resource)
+	}
+	return nil
+}
+
+func (w *DriftWatcher) start(gvr schema.GroupVersionResource) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.informers[gvr] {
+		return
+	}
+	w.informers[gvr] = true
+	inf := metadatainformer.NewFilteredMetadataInformer(w.client, gvr, metav1.NamespaceAll, 0,
+		cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = convergev1.NameLabel }).Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok && changedByOthers(m) {
+				w.flag(m, gvr)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+				w.flag(m, gvr)
+			}
+		},
+	})
+	go inf.Run(w.ctx.Done())
+}
+
+// changedByOthers reports whether the newest write to the object, status writes aside,
+// came from another field manager than converge's.
+func changedByOthers(m *metav1.PartialObjectMetadata) bool {
+	var newest *metav1.ManagedFieldsEntry
+	for i := range m.ManagedFields {
+		e := &m.ManagedFields[i]
+		if e.Subresource == "status" || e.Time == nil {
+			continue
+		}
+		if newest == nil || e.Time.After(newest.Time.Time) ||
+			(e.Time.Equal(newest.Time) && e.Manager != FieldManager) {
+			newest = e
+		}
+	}
+	return newest != nil && newest.Manager != FieldManager
+}
+
+func (w *DriftWatcher) flag(m *metav1.PartialObjectMetadata, gvr schema.GroupVersionResource) {
+	owner := types.NamespacedName{Name: m.Labels[convergev1.NameLabel], Namespace: m.Labels[convergev1.NamespaceLabel]}
+	if owner.Name == "" || owner.Namespace == "" {
+		return
+	}
+	gk := schema.GroupKind{Group: gvr.Group, Kind: m.Kind}
+	if m.Kind == "" {
+		if kinds, err := w.mapper.KindsFor(gvr); err == nil && len(kinds) > 0 {
+			gk.Kind = kinds[0].Kind
+		}
+	}
+	id := object.ObjMetadata{Namespace: m.Namespace, Name: m.Name, GroupKind: gk}.String()
+	w.mu.Lock()
+	if w.drifted[owner] == nil {
+		w.drifted[owner] = map[string]bool{}
+	}
+	w.drifted[owner][id] = true
+	w.mu.Unlock()
+
+	st := &convergev1.SyncTarget{}
+	st.Name, st.Namespace = owner.Name, owner.Namespace
+	select {
+	case w.Events <- event.GenericEvent{Object: st}:
+	case <-time.After(time.Second):
+		// The reconciler is far behind; the periodic full sync will catch up.
+	}
+}
+
+// Take returns the IDs of the SyncTarget's objects that drifted since the last call.
+func (w *DriftWatcher) Take(owner types.NamespacedName) map[string]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := w.drifted[owner]
+	delete(w.drifted, owner)
+	return ids
+}

@@ -1,0 +1,32 @@
+package sync
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+)
+
+// Fetcher gives the reconciler the commit a SyncTarget's source points at, and its tree.
+type Fetcher interface {
+	// Resolve returns the revision the source's ref points at now, as "<ref>@sha1:<hex>".
+	Resolve(ctx context.Context, st *convergev1.SyncTarget) (string, error)
+	// Checkout returns a read-only directory holding the tree of revision.
+	Checkout(ctx context.Context, st *convergev1.SyncTarget, revision string) (string, error)
+}
+
+// Renderer turns a checked-out tree into the objects a SyncTarget applies, owner labels
+// and target namespace set. A rendering error is the commit's fault (BuildFailed).
+type Renderer interface {
+	Render(ctx context.Context, st *convergev1.SyncTarget, root string) ([]*unstructured.Unstructured, error)
+}
+
+// HealthChecker waits until the objects are healthy, or says which are not. A failure
+// reported before since (when the apply began) is taken as not judged yet.
+type HealthChecker interface {
+	Wait(ctx context.Context, c client.Client, st *convergev1.SyncTarget, objects []*unstructured.Unstructured,
+		since time.Time, timeout time.Duration) error
+}

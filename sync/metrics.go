@@ -1,0 +1,33 @@
+package sync
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics of the daemon, served with controller-runtime's (reconcile totals, durations
+// and errors per controller) on the metrics endpoint.
+var (
+	syncTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "converge_sync_total",
+		Help: "Sync attempts of a revision, by result (Succeeded, Failed, RolledBack).",
+	}, []string{"result"})
+	syncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "converge_sync_duration_seconds",
+		Help:    "Duration of a sync attempt from fetch to recorded result, by result.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
+	}, []string{"result"})
+	objectsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "converge_objects_total",
+		Help: "Objects written by syncs, by action (created, configured, pruned, restored).",
+	}, []string{"action"})
+	seenToHealthy = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "converge_revision_to_healthy_seconds",
+		Help:    "Time from a revision being first fetched to it being applied and healthy.",
+		Buckets: prometheus.ExponentialBuckets(0.1, 2, 14),
+	})
+)
+
+func init() {
+	metrics.Registry.MustRegister(syncTotal, syncDuration, objectsTotal, seenToHealthy)
+}

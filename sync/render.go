@@ -1,0 +1,47 @@
+package sync
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sync/render"
+)
+
+// KustomizeRenderer is the Renderer of the daemon: kustomize or plain manifests, read in
+// place from the shared checkout, confined to it.
+type KustomizeRenderer struct {
+	// Mapper tells the scope of custom kinds already installed; nil takes them as namespaced.
+	Mapper meta.RESTMapper
+}
+
+// Render implements Renderer.
+func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget, root string) ([]*unstructured.Unstructured, error) {
+	opts := render.Options{
+		Root:            root,
+		Path:            st.Spec.Path,
+		TargetNamespace: st.Spec.TargetNamespace,
+		OwnerName:       st.Name,
+		OwnerNamespace:  st.Namespace,
+	}
+	if k.Mapper != nil {
+		opts.IsNamespaced = func(gvk schema.GroupVersionKind) (bool, error) {
+			m, err := k.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				if meta.IsNoMatchError(err) {
+					return true, nil
+				}
+				return false, err
+			}
+			return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+		}
+	}
+	res, err := render.Render(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return res.Objects, nil
+}

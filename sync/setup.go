@@ -1,0 +1,58 @@
+package sync
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/client-go/metadata"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/converge-gitops/converge/health"
+	"github.com/converge-gitops/converge/sources"
+)
+
+// ReconcilerOptions are the settings of the daemon's reconciler.
+type ReconcilerOptions struct {
+	// Cache configures the checkouts cache.
+	Cache sources.CacheOptions
+	// ApplyConcurrency of the dry-runs and reads of one apply stage.
+	ApplyConcurrency int
+	// DefaultServiceAccount is impersonated for SyncTargets that name none.
+	DefaultServiceAccount string
+	// FullSyncInterval is how often an unchanged revision is re-applied anyway.
+	FullSyncInterval time.Duration
+}
+
+// NewReconciler wires the reconciler of the daemon to a manager: git fetcher and cache,
+// renderer, watch-driven health, staged applier and drift watcher. The drift watcher's
+// informers run until ctx ends.
+func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (*Reconciler, error) {
+	cfg := mgr.GetConfig()
+	checkouts, err := sources.NewCache(o.Cache)
+	if err != nil {
+		return nil, err
+	}
+	checker, err := health.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Reconciler{
+		Client:                mgr.GetClient(),
+		APIReader:             mgr.GetAPIReader(),
+		Config:                cfg,
+		Recorder:              mgr.GetEventRecorder("converge"),
+		Fetcher:               &GitFetcher{Reader: mgr.GetAPIReader(), Cache: checkouts},
+		Renderer:              KustomizeRenderer{Mapper: mgr.GetRESTMapper()},
+		Health:                WatchHealth{Checker: checker},
+		Applier:               Applier{Concurrency: o.ApplyConcurrency},
+		Clock:                 clock.RealClock{},
+		DefaultServiceAccount: o.DefaultServiceAccount,
+		FullSyncInterval:      o.FullSyncInterval,
+		Drift:                 NewDriftWatcher(ctx, md, mgr.GetRESTMapper()),
+	}, nil
+}

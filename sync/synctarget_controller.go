@@ -1,0 +1,521 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	gosync "sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+)
+
+// Finalizer lets converge prune (or orphan) a SyncTarget's objects when it is deleted.
+const Finalizer = "converge.dev/finalizer"
+
+// Reconciler keeps SyncTargets converged: fetch → render → apply → prune → health →
+// record, and rolls a revision that fails back to the last healthy one.
+type Reconciler struct {
+	client.Client
+	// APIReader reads a SyncTarget when the cache may be behind our own last write.
+	APIReader client.Reader
+	// Config is the daemon's own client config, the base of impersonating clients.
+	Config *rest.Config
+	// Recorder emits the events of every apply, prune, failure and rollback.
+	Recorder events.EventRecorder
+	Fetcher  Fetcher
+	Renderer Renderer
+	Health   HealthChecker
+	Applier  Applier
+	Clock    clock.Clock
+	// DefaultServiceAccount is impersonated for SyncTargets that name none (multi-tenancy).
+	DefaultServiceAccount string
+	// FullSyncInterval is how often an unchanged revision is re-applied anyway.
+	FullSyncInterval time.Duration
+	// Drift watches managed objects; nil turns self-healing off (the full sync remains).
+	Drift *DriftWatcher
+
+	clients   gosync.Map // service account key → client.Client
+	lastWrite gosync.Map // SyncTarget key → resourceVersion of our last status write
+	firstSeen gosync.Map // revision → when it was first fetched
+	rendered  gosync.Map // SyncTarget key → renderedSet of its last successful sync
+}
+
+// renderedSet is what the last successful sync of a SyncTarget applied, kept so that a
+// drifted object can be restored without rendering or applying anything else.
+type renderedSet struct {
+	revision   string
+	generation int64
+	objects    []*unstructured.Unstructured
+}
+
+// step results: what to do after a step.
+type outcome struct {
+	result ctrl.Result
+	err    error
+	done   bool // stop here, result and err are final
+}
+
+// Reconcile reads like the flow of one SyncTarget; each step is a method below.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	st, err := r.getSyncTarget(ctx, req.NamespacedName)
+	if err != nil || st == nil {
+		return ctrl.Result{}, err
+	}
+	if !st.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, st)
+	}
+	if !controllerutil.ContainsFinalizer(st, Finalizer) {
+		patch := client.MergeFrom(st.DeepCopy())
+		controllerutil.AddFinalizer(st, Finalizer)
+		if err := r.Patch(ctx, st, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
+		}
+	}
+
+	base := st.DeepCopy()
+	defer func() {
+		if equality.Semantic.DeepEqual(base.Status, st.Status) {
+			return // an idle reconcile sends nothing
+		}
+		if err := r.Status().Patch(ctx, st, client.MergeFrom(base)); err != nil {
+			if !apierrors.IsNotFound(err) {
+				retErr = errors.Join(retErr, fmt.Errorf("patching status: %w", err))
+			}
+			return
+		}
+		r.lastWrite.Store(req.NamespacedName, st.ResourceVersion)
+	}()
+
+	if st.Spec.Suspend {
+		setCondition(st, convergev1.ReconcilingCondition, metav1.ConditionFalse, convergev1.SuspendedReason, "suspended")
+		apimeta.RemoveStatusCondition(&st.Status.Conditions, convergev1.ReconcilingCondition)
+		return ctrl.Result{}, nil
+	}
+	for _, step := range []func(context.Context, *convergev1.SyncTarget) outcome{
+		r.checkDependencies,
+		r.checkSyncWindows,
+	} {
+		if o := step(ctx, st); o.done {
+			return o.result, o.err
+		}
+	}
+	return r.sync(ctx, st)
+}
+
+// getSyncTarget reads a SyncTarget from the cache, or from the API server when the cache
+// has not caught up with our own last status write yet: acting on a stale status would
+// redo a sync that just finished. In steady state this costs no request.
+func (r *Reconciler) getSyncTarget(ctx context.Context, key client.ObjectKey) (*convergev1.SyncTarget, error) {
+	st := &convergev1.SyncTarget{}
+	if err := r.Get(ctx, key, st); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.lastWrite.Delete(key)
+			return nil, nil
+		}
+		return nil, err
+	}
+	if rv, ok := r.lastWrite.Load(key); ok && rv.(string) != st.ResourceVersion && r.APIReader != nil {
+		if err := r.APIReader.Get(ctx, key, st); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+	}
+	return st, nil
+}
+
+// interval is when to look at the source again: the next activation of its cron
+// schedule, or its interval.
+func (r *Reconciler) interval(st *convergev1.SyncTarget) ctrl.Result {
+	if s := st.Spec.Source.Schedule; s != "" {
+		if sched, err := cronParser.Parse(string(s)); err == nil {
+			now := r.Clock.Now()
+			return ctrl.Result{RequeueAfter: max(sched.Next(now).Sub(now), time.Second)}
+		}
+	}
+	return ctrl.Result{RequeueAfter: st.GetInterval()}
+}
+
+func (r *Reconciler) checkDependencies(ctx context.Context, st *convergev1.SyncTarget) outcome {
+	for _, d := range st.Spec.DependsOn {
+		key := st.DependencyKey(d)
+		dep := &convergev1.SyncTarget{}
+		if err := r.Get(ctx, key, dep); err != nil {
+			msg := fmt.Sprintf("dependency %s: %v", key, err)
+			markFailed(st, convergev1.DependencyNotReadyReason, msg, false)
+			return outcome{done: true, result: ctrl.Result{RequeueAfter: 5 * time.Second}}
+		}
+		ready := apimeta.IsStatusConditionTrue(dep.Status.Conditions, convergev1.ReadyCondition)
+		current := dep.Status.ObservedGeneration == dep.Generation &&
+			dep.Status.LastAppliedRevision != "" && dep.Status.LastAppliedRevision == dep.Status.LastFetchedRevision
+		if !ready || !current {
+			markFailed(st, convergev1.DependencyNotReadyReason, fmt.Sprintf("dependency %s is not ready", key), false)
+			return outcome{done: true, result: ctrl.Result{RequeueAfter: 5 * time.Second}}
+		}
+	}
+	return outcome{}
+}
+
+func (r *Reconciler) checkSyncWindows(_ context.Context, st *convergev1.SyncTarget) outcome {
+	allowed, next, err := SyncAllowed(r.Clock.Now(), st.Spec.SyncWindows)
+	if err != nil {
+		markStalled(st, convergev1.InvalidSpecReason, err.Error())
+		return outcome{done: true}
+	}
+	if allowed {
+		return outcome{}
+	}
+	msg := fmt.Sprintf("outside the sync windows; the next one opens at %s", next.UTC().Format(time.RFC3339))
+	setCondition(st, convergev1.ReadyCondition, metav1.ConditionFalse, convergev1.OutsideSyncWindowReason, msg)
+	apimeta.RemoveStatusCondition(&st.Status.Conditions, convergev1.ReconcilingCondition)
+	wait := next.Sub(r.Clock.Now())
+	if wait <= 0 || wait > st.GetInterval() {
+		wait = st.GetInterval()
+	}
+	return outcome{done: true, result: ctrl.Result{RequeueAfter: wait}}
+}
+
+// sync fetches the source and, when there is something to do, applies the revision.
+func (r *Reconciler) sync(ctx context.Context, st *convergev1.SyncTarget) (ctrl.Result, error) {
+	revision, err := r.Fetcher.Resolve(ctx, st)
+	if err != nil {
+		markFailed(st, convergev1.FetchFailedReason, err.Error(), false)
+		r.event(st, corev1.EventTypeWarning, convergev1.FetchFailedReason, "", err.Error())
+		return ctrl.Result{}, err
+	}
+	st.Status.LastFetchedRevision = revision
+	r.firstSeen.LoadOrStore(revision, r.Clock.Now())
+
+	requested := st.Annotations[convergev1.RequestedAtAnnotation]
+	newRequest := requested != "" && requested != st.Status.LastHandledReconcileAt
+	st.Status.LastHandledReconcileAt = requested
+
+	// A revision that failed or was rolled back is not tried again until the source
+	// moves or a user asks.
+	if res, ok := lastResult(st, revision); ok && res != convergev1.SyncSucceeded && !newRequest &&
+		st.Status.ObservedGeneration == st.Generation {
+		return r.interval(st), nil
+	}
+	// Steady state: nothing changed since the last successful sync.
+	if revision == st.Status.LastAppliedRevision && revision == st.Status.LastHealthyRevision &&
+		st.Status.ObservedGeneration == st.Generation && !newRequest &&
+		apimeta.IsStatusConditionTrue(st.Status.Conditions, convergev1.ReadyCondition) &&
+		!r.fullSyncDue(st) {
+		return r.heal(ctx, st, revision)
+	}
+	return r.apply(ctx, st, revision)
+}
+
+// heal restores the objects the drift watcher saw changed or deleted by someone else;
+// with no drift it costs no request at all.
+func (r *Reconciler) heal(ctx context.Context, st *convergev1.SyncTarget, revision string) (ctrl.Result, error) {
+	if r.Drift == nil {
+		return r.interval(st), nil
+	}
+	key := client.ObjectKeyFromObject(st)
+	drifted := r.Drift.Take(key)
+	cached, ok := r.rendered.Load(key)
+	if !ok {
+		// After a restart: watch what the inventory lists; a drift seen from now on
+		// brings a full apply, as nothing rendered is kept in memory yet.
+		if err := r.Drift.Watch(inventoryObjects(st.Status.Inventory)); err != nil {
+			return ctrl.Result{}, err
+		}
+		if len(drifted) == 0 {
+			return r.interval(st), nil
+		}
+		return r.apply(ctx, st, revision)
+	}
+	set := cached.(renderedSet)
+	if set.revision != revision || set.generation != st.Generation {
+		return r.apply(ctx, st, revision)
+	}
+	var objects []*unstructured.Unstructured
+	for _, o := range set.objects {
+		if drifted[objectID(o)] {
+			objects = append(objects, o.DeepCopy())
+		}
+	}
+	if len(objects) == 0 {
+		return r.interval(st), nil
+	}
+	c, err := r.clientFor(st)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	res, err := r.Applier.Apply(ctx, c, objects, st.GetTimeout())
+	if err != nil {
+		r.event(st, corev1.EventTypeWarning, convergev1.ApplyFailedReason, revision, "restoring drifted objects: "+err.Error())
+		return ctrl.Result{}, err
+	}
+	objectsTotal.WithLabelValues("restored").Add(float64(res.Created + res.Configured))
+	if res.Created+res.Configured > 0 {
+		r.event(st, corev1.EventTypeNormal, "DriftCorrected", revision,
+			fmt.Sprintf("restored %d objects changed or deleted outside Git (%s)", res.Created+res.Configured, summary(res, 0)))
+	}
+	return r.interval(st), nil
+}
+
+// inventoryObjects returns identity-only objects for the entries of an inventory.
+func inventoryObjects(inv *convergev1.ResourceInventory) []*unstructured.Unstructured {
+	if inv == nil {
+		return nil
+	}
+	out := make([]*unstructured.Unstructured, 0, len(inv.Entries))
+	for _, e := range inv.Entries {
+		if u, err := entryObject(e); err == nil {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) fullSyncDue(st *convergev1.SyncTarget) bool {
+	if r.FullSyncInterval <= 0 || len(st.Status.History) == 0 || st.Status.History[0].FinishedAt == nil {
+		return false
+	}
+	return r.Clock.Since(st.Status.History[0].FinishedAt.Time) >= r.FullSyncInterval
+}
+
+// deployment is one revision rendered, applied, pruned and checked.
+type deployment struct {
+	revision  string
+	objects   []*unstructured.Unstructured
+	inventory *convergev1.ResourceInventory
+	applied   ApplyResult
+	pruned    PruneResult
+}
+
+// apply deploys revision; on failure it rolls back to the last healthy revision.
+func (r *Reconciler) apply(ctx context.Context, st *convergev1.SyncTarget, revision string) (ctrl.Result, error) {
+	started := metav1.NewTime(r.Clock.Now())
+	st.Status.LastAttemptedRevision = revision
+	markReconciling(st, "applying "+revision)
+
+	d, reason, err := r.deploy(ctx, st, revision, st.Status.Inventory)
+	if err == nil {
+		st.Status.LastAppliedRevision = revision
+		st.Status.LastHealthyRevision = revision
+		st.Status.Inventory = MergeInventory(d.inventory, d.pruned.Failed)
+		msg := fmt.Sprintf("applied revision %s: %s", revision, summary(d.applied, len(d.pruned.Deleted)))
+		markReady(st, msg)
+		r.record(st, started, revision, convergev1.SyncSucceeded, d, msg)
+		r.event(st, corev1.EventTypeNormal, convergev1.SucceededReason, revision, msg)
+		r.remember(st, revision, d.objects)
+		return r.interval(st), nil
+	}
+	r.rendered.Delete(client.ObjectKeyFromObject(st))
+
+	// Whatever R wrote stays tracked, so that a rollback or the next revision can prune it.
+	if d != nil {
+		st.Status.Inventory = MergeInventory(st.Status.Inventory, d.inventory.Entries)
+		if d.applied.Created+d.applied.Configured > 0 {
+			st.Status.LastAppliedRevision = revision
+		}
+	}
+	failMsg := fmt.Sprintf("revision %s failed: %v", revision, err)
+	r.event(st, corev1.EventTypeWarning, reason, revision, failMsg)
+	if reason == convergev1.FetchFailedReason {
+		markFailed(st, reason, failMsg, false)
+		return ctrl.Result{}, err
+	}
+
+	healthy := st.Status.LastHealthyRevision
+	canRollBack := st.RollbackEnabled() && healthy != "" && healthy != revision &&
+		(reason == convergev1.ApplyFailedReason || reason == convergev1.HealthCheckFailedReason)
+	if !canRollBack {
+		markFailed(st, reason, failMsg, true)
+		r.record(st, started, revision, convergev1.SyncFailed, d, failMsg)
+		return r.interval(st), nil
+	}
+
+	rb, _, rbErr := r.deploy(ctx, st, healthy, st.Status.Inventory)
+	if rbErr != nil {
+		msg := fmt.Sprintf("%s; rolling back to %s failed too: %v", failMsg, healthy, rbErr)
+		if rb != nil {
+			st.Status.Inventory = MergeInventory(st.Status.Inventory, rb.inventory.Entries)
+		}
+		markFailed(st, reason, msg, true)
+		r.record(st, started, revision, convergev1.SyncFailed, d, msg)
+		r.event(st, corev1.EventTypeWarning, reason, revision, msg)
+		return r.interval(st), nil
+	}
+	st.Status.LastAppliedRevision = healthy
+	st.Status.Inventory = MergeInventory(rb.inventory, rb.pruned.Failed)
+	r.remember(st, healthy, rb.objects)
+	msg := fmt.Sprintf("%s; rolled back to %s (%s)", failMsg, healthy, summary(rb.applied, len(rb.pruned.Deleted)))
+	markFailed(st, convergev1.RolledBackReason, msg, true)
+	r.record(st, started, revision, convergev1.SyncRolledBack, rb, msg)
+	r.event(st, corev1.EventTypeWarning, convergev1.RolledBackReason, revision, msg)
+	return r.interval(st), nil
+}
+
+// deploy checks out, renders, applies, prunes against previous and health-checks one
+// revision. It returns the reason to report when it fails.
+func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revision string,
+	previous *convergev1.ResourceInventory) (*deployment, string, error) {
+	dir, err := r.Fetcher.Checkout(ctx, st, revision)
+	if err != nil {
+		return nil, convergev1.FetchFailedReason, err
+	}
+	objects, err := r.Renderer.Render(ctx, st, dir)
+	if err != nil {
+		return nil, convergev1.BuildFailedReason, err
+	}
+	d := &deployment{revision: revision, objects: objects, inventory: NewInventory(objects)}
+
+	c, err := r.clientFor(st)
+	if err != nil {
+		return nil, convergev1.ApplyFailedReason, err
+	}
+	timeout := st.GetTimeout()
+	since := r.Clock.Now()
+	applyCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	d.applied, err = r.Applier.Apply(applyCtx, c, objects, timeout)
+	if err != nil {
+		d.inventory = changedInventory(d.applied)
+		return d, convergev1.ApplyFailedReason, err
+	}
+
+	if st.Spec.Prune {
+		stale := Stale(previous, d.inventory)
+		if len(objects) == 0 && len(stale) > 0 {
+			return d, convergev1.PruneFailedReason, fmt.Errorf("revision %s renders no objects: refusing to prune all %d objects", revision, len(stale))
+		}
+		d.pruned, err = Prune(applyCtx, c, client.ObjectKeyFromObject(st), stale)
+		if err != nil {
+			return d, convergev1.PruneFailedReason, err
+		}
+	}
+
+	if st.WaitEnabled() && r.Health != nil {
+		if err := r.Health.Wait(applyCtx, r.Client, st, objects, since, timeout); err != nil {
+			return d, convergev1.HealthCheckFailedReason, err
+		}
+	}
+	return d, "", nil
+}
+
+// remember keeps what was applied for self-healing, and watches its kinds.
+func (r *Reconciler) remember(st *convergev1.SyncTarget, revision string, objects []*unstructured.Unstructured) {
+	if r.Drift == nil {
+		return
+	}
+	key := client.ObjectKeyFromObject(st)
+	r.rendered.Store(key, renderedSet{revision: revision, generation: st.Generation, objects: objects})
+	_ = r.Drift.Take(key) // what our own apply changed is not drift
+	if err := r.Drift.Watch(objects); err != nil {
+		r.event(st, corev1.EventTypeWarning, "WatchFailed", revision, err.Error())
+	}
+}
+
+// changedInventory lists what a failed apply created or changed before it stopped.
+func changedInventory(res ApplyResult) *convergev1.ResourceInventory {
+	inv := &convergev1.ResourceInventory{}
+	if res.ChangeSet == nil {
+		return inv
+	}
+	for _, e := range res.ChangeSet.Entries {
+		if e.Action == "created" || e.Action == "configured" {
+			inv.Entries = append(inv.Entries, convergev1.InventoryEntry{ID: e.ObjMetadata.String(), Version: e.GroupVersion})
+		}
+	}
+	sortEntries(inv.Entries)
+	return inv
+}
+
+func (r *Reconciler) record(st *convergev1.SyncTarget, started metav1.Time, revision string,
+	result convergev1.SyncResult, d *deployment, msg string) {
+	now := metav1.NewTime(r.Clock.Now())
+	e := convergev1.HistoryEntry{Revision: revision, StartedAt: started, FinishedAt: &now, Result: result, Message: msg}
+	if d != nil {
+		e.Created = int32(d.applied.Created)
+		e.Configured = int32(d.applied.Configured)
+		e.Deleted = int32(len(d.pruned.Deleted))
+	}
+	addHistory(st, e)
+	syncTotal.WithLabelValues(string(result)).Inc()
+	syncDuration.WithLabelValues(string(result)).Observe(now.Sub(started.Time).Seconds())
+	objectsTotal.WithLabelValues("created").Add(float64(e.Created))
+	objectsTotal.WithLabelValues("configured").Add(float64(e.Configured))
+	objectsTotal.WithLabelValues("pruned").Add(float64(e.Deleted))
+	if first, ok := r.firstSeen.LoadAndDelete(revision); ok && result == convergev1.SyncSucceeded {
+		seenToHealthy.Observe(now.Sub(first.(time.Time)).Seconds())
+	}
+}
+
+// event emits one event carrying the revision.
+func (r *Reconciler) event(st *convergev1.SyncTarget, typ, reason, revision, msg string) {
+	if r.Recorder == nil {
+		return
+	}
+	note := trim(msg)
+	if revision != "" && !strings.Contains(note, revision) {
+		note = note + " (revision " + revision + ")"
+	}
+	r.Recorder.Eventf(st, nil, typ, reason, "Sync", "%s", note)
+}
+
+// clientFor returns the client applies and prunes go through: impersonating the
+// SyncTarget's service account (or the daemon's default one) when there is one. It reads
+// straight from the API server: a cached client would start a cluster-wide informer for
+// every kind ever applied, and could answer from a stale cache.
+func (r *Reconciler) clientFor(st *convergev1.SyncTarget) (client.Client, error) {
+	sa := st.Spec.ServiceAccountName
+	if sa == "" {
+		sa = r.DefaultServiceAccount
+	}
+	user := ""
+	if sa != "" {
+		user = fmt.Sprintf("system:serviceaccount:%s:%s", st.Namespace, sa)
+	}
+	if c, ok := r.clients.Load(user); ok {
+		return c.(client.Client), nil
+	}
+	cfg := rest.CopyConfig(r.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: r.Scheme(), Mapper: r.RESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("client for %q: %w", user, err)
+	}
+	r.clients.Store(user, c)
+	return c, nil
+}
+
+// finalize prunes the SyncTarget's objects (when prune is on) or orphans them, then lets
+// the SyncTarget go.
+func (r *Reconciler) finalize(ctx context.Context, st *convergev1.SyncTarget) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(st, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	if st.Spec.Prune && !st.Spec.Suspend && st.Status.Inventory != nil {
+		c, err := r.clientFor(st)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		res, err := Prune(ctx, c, client.ObjectKeyFromObject(st), st.Status.Inventory.Entries)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("pruning on delete: %w", err)
+		}
+		if len(res.Deleted) > 0 {
+			r.event(st, corev1.EventTypeNormal, "Pruned", "", fmt.Sprintf("deleted %d objects with the SyncTarget", len(res.Deleted)))
+		}
+	}
+	patch := client.MergeFrom(st.DeepCopy())
+	controllerutil.RemoveFinalizer(st, Finalizer)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, st, patch))
+}
