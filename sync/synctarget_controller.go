@@ -87,18 +87,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 
-	base := st.DeepCopy()
+	ctx = withStatusPatcher(ctx, r, st)
 	defer func() {
-		if equality.Semantic.DeepEqual(base.Status, st.Status) {
-			return // an idle reconcile sends nothing
+		if err := patchStatus(ctx, st); err != nil {
+			retErr = errors.Join(retErr, err)
 		}
-		if err := r.Status().Patch(ctx, st, client.MergeFrom(base)); err != nil {
-			if !apierrors.IsNotFound(err) {
-				retErr = errors.Join(retErr, fmt.Errorf("patching status: %w", err))
-			}
-			return
-		}
-		r.lastWrite.Store(req.NamespacedName, st.ResourceVersion)
 	}()
 
 	if st.Spec.Suspend {
@@ -115,6 +108,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 	return r.sync(ctx, st)
+}
+
+// statusPatcher writes a SyncTarget's status during and at the end of a reconcile, each
+// time sending only what changed since its previous write, and nothing when nothing did.
+type statusPatcher struct {
+	r    *Reconciler
+	key  client.ObjectKey
+	base *convergev1.SyncTarget
+}
+
+type patcherKey struct{}
+
+func withStatusPatcher(ctx context.Context, r *Reconciler, st *convergev1.SyncTarget) context.Context {
+	return context.WithValue(ctx, patcherKey{}, &statusPatcher{r: r, key: client.ObjectKeyFromObject(st), base: st.DeepCopy()})
+}
+
+// patchStatus writes what changed in st's status since the last write of this reconcile.
+func patchStatus(ctx context.Context, st *convergev1.SyncTarget) error {
+	p, ok := ctx.Value(patcherKey{}).(*statusPatcher)
+	if !ok || equality.Semantic.DeepEqual(p.base.Status, st.Status) {
+		return nil // an idle reconcile sends nothing
+	}
+	if err := p.r.Status().Patch(ctx, st, client.MergeFrom(p.base)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patching status: %w", err)
+	}
+	p.base = st.DeepCopy()
+	p.r.lastWrite.Store(p.key, st.ResourceVersion)
+	return nil
 }
 
 // getSyncTarget reads a SyncTarget from the cache, or from the API server when the cache
@@ -304,6 +328,10 @@ func (r *Reconciler) apply(ctx context.Context, st *convergev1.SyncTarget, revis
 	started := metav1.NewTime(r.Clock.Now())
 	st.Status.LastAttemptedRevision = revision
 	markReconciling(st, "applying "+revision)
+	// Show the attempt while it runs: a health wait may take minutes.
+	if err := patchStatus(ctx, st); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	d, reason, err := r.deploy(ctx, st, revision, st.Status.Inventory)
 	if err == nil {
@@ -325,6 +353,13 @@ func (r *Reconciler) apply(ctx context.Context, st *convergev1.SyncTarget, revis
 		if d.applied.Created+d.applied.Configured > 0 {
 			st.Status.LastAppliedRevision = revision
 		}
+	}
+	if reason == supersededReason {
+		msg := fmt.Sprintf("revision %s %v", revision, err)
+		markReconciling(st, msg)
+		r.record(st, started, revision, convergev1.SyncFailed, d, msg)
+		r.event(st, corev1.EventTypeNormal, supersededReason, revision, msg)
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	failMsg := fmt.Sprintf("revision %s failed: %v", revision, err)
 	r.event(st, corev1.EventTypeWarning, reason, revision, failMsg)
@@ -393,8 +428,9 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 
 	if st.Spec.Prune {
 		stale := Stale(previous, d.inventory)
-		if len(objects) == 0 && len(stale) > 0 {
-			return d, convergev1.PruneFailedReason, fmt.Errorf("revision %s renders no objects: refusing to prune all %d objects", revision, len(stale))
+		if len(objects) == 0 && len(stale) > 0 && !st.Spec.AllowEmpty {
+			return d, convergev1.PruneFailedReason, fmt.Errorf(
+				"revision %s renders no objects: refusing to prune all %d objects (set spec.allowEmpty to allow it)", revision, len(stale))
 		}
 		d.pruned, err = Prune(applyCtx, c, client.ObjectKeyFromObject(st), stale)
 		if err != nil {
@@ -403,11 +439,44 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 	}
 
 	if st.WaitEnabled() && r.Health != nil {
-		if err := r.Health.Wait(applyCtx, r.Client, st, objects, since, timeout); err != nil {
+		waitCtx, stopWait := context.WithCancelCause(applyCtx)
+		defer stopWait(nil)
+		go r.watchForNewerRevision(waitCtx, st, revision, stopWait)
+		if err := r.Health.Wait(waitCtx, r.Client, st, objects, since, timeout); err != nil {
+			if cause := context.Cause(waitCtx); errors.Is(cause, errSuperseded) {
+				return d, supersededReason, cause
+			}
 			return d, convergev1.HealthCheckFailedReason, err
 		}
 	}
 	return d, "", nil
+}
+
+// errSuperseded ends a health wait when the source moved on to a newer revision.
+var errSuperseded = errors.New("superseded")
+
+// supersededReason is the internal outcome of a revision whose health wait a newer
+// revision cut short: not a failure to roll back from, the newer one deploys next.
+const supersededReason = "Superseded"
+
+// watchForNewerRevision polls the source while a health wait runs and cancels the wait
+// when the source points at another commit, so that a long wait on a revision nobody
+// wants any more does not hold up the one that replaced it.
+func (r *Reconciler) watchForNewerRevision(ctx context.Context, st *convergev1.SyncTarget, revision string,
+	cancel context.CancelCauseFunc) {
+	every := min(max(st.GetInterval(), time.Second), 30*time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.Clock.After(every):
+		}
+		latest, err := r.Fetcher.Resolve(ctx, st)
+		if err == nil && latest != "" && latest != revision && latest != st.Status.LastHealthyRevision {
+			cancel(fmt.Errorf("%w by %s before it became healthy", errSuperseded, latest))
+			return
+		}
+	}
 }
 
 // remember keeps what was applied for self-healing, and watches its kinds.

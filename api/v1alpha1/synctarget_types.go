@@ -275,6 +275,12 @@ type SyncTargetSpec struct {
 	// +optional
 	Prune bool `json:"prune,omitempty"`
 
+	// AllowEmpty lets a revision that renders no objects at all prune everything this
+	// SyncTarget applied. Without it such a revision fails instead: an empty render is
+	// more often a wrong path or a broken commit than a wish to delete everything.
+	// +optional
+	AllowEmpty bool `json:"allowEmpty,omitempty"`
+
 	// Wait health-checks every applied object before the revision counts as healthy.
 	// +kubebuilder:default=true
 	// +optional
