@@ -6,18 +6,26 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
 )
 
-// GitFetcher is the Fetcher of the daemon: it resolves refs with an ls-remote and keeps
-// checkouts in a shared cache. Credentials come from a Secret in the SyncTarget's own
+// GitFetcher is the Fetcher of the daemon. With a Scheduler, every SyncTarget subscribes
+// to the poller of its (URL, ref, credentials), shared by all SyncTargets following the
+// same source, and learns its revision from the poller's last result — a reconcile costs
+// no network — and a new revision wakes its SyncTargets through Wake. Without one, each
+// Resolve lists the remote's refs. Credentials come from a Secret in the SyncTarget's own
 // namespace, never another.
 type GitFetcher struct {
 	// Reader reads the credentials Secrets.
 	Reader client.Reader
 	Cache  *sources.Cache
+	// Scheduler, when set, polls the sources.
+	Scheduler *sources.Scheduler
+	// Wake receives a SyncTarget whose source has a new revision (or a new error).
+	Wake chan event.GenericEvent
 }
 
 // Source builds the sources.Source of a SyncTarget, with its credentials.
@@ -43,11 +51,48 @@ func (f *GitFetcher) Resolve(ctx context.Context, st *convergev1.SyncTarget) (st
 	if err != nil {
 		return "", err
 	}
+	if f.Scheduler != nil {
+		id := client.ObjectKeyFromObject(st).String()
+		key := client.ObjectKeyFromObject(st)
+		err := f.Scheduler.Subscribe(sources.Subscription{
+			ID: id, Source: src, Interval: st.GetInterval(), Schedule: string(st.Spec.Source.Schedule),
+			Notify: func(sources.Event) { f.wake(key) },
+		})
+		if err != nil {
+			return "", err
+		}
+		if ev, ok := f.Scheduler.Latest(id); ok && (ev.Err != nil || !ev.Revision.IsZero()) {
+			if ev.Err != nil {
+				return "", ev.Err
+			}
+			return ev.Revision.String(), nil
+		}
+		// Not polled yet: ask the remote directly this once.
+	}
 	rev, err := sources.Resolve(ctx, src)
 	if err != nil {
 		return "", err
 	}
 	return rev.String(), nil
+}
+
+func (f *GitFetcher) wake(key client.ObjectKey) {
+	if f.Wake == nil {
+		return
+	}
+	st := &convergev1.SyncTarget{}
+	st.Namespace, st.Name = key.Namespace, key.Name
+	select {
+	case f.Wake <- event.GenericEvent{Object: st}:
+	default: // the queue is full; the periodic reconcile picks the revision up
+	}
+}
+
+// Forget ends the SyncTarget's subscription (it was deleted).
+func (f *GitFetcher) Forget(key client.ObjectKey) {
+	if f.Scheduler != nil {
+		f.Scheduler.Unsubscribe(key.String())
+	}
 }
 
 // Checkout implements Fetcher: a cached tree costs nothing, a missing one is fetched by SHA.

@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/converge-gitops/converge/health"
 	"github.com/converge-gitops/converge/sources"
@@ -24,7 +25,7 @@ type ReconcilerOptions struct {
 	FullSyncInterval time.Duration
 }
 
-// NewReconciler wires the reconciler of the daemon to a manager: git fetcher and cache,
+// NewReconciler wires the reconciler of the daemon to a manager: pollers, git cache,
 // renderer, watch-driven health, staged applier and drift watcher. The drift watcher's
 // informers run until ctx ends.
 func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (*Reconciler, error) {
@@ -41,12 +42,18 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 	if err != nil {
 		return nil, err
 	}
+	scheduler := sources.NewScheduler(sources.SchedulerOptions{Cache: checkouts})
+	if err := mgr.Add(scheduler); err != nil {
+		return nil, err
+	}
+	fetcher := &GitFetcher{Reader: mgr.GetAPIReader(), Cache: checkouts, Scheduler: scheduler,
+		Wake: make(chan event.GenericEvent, 1024)}
 	return &Reconciler{
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),
 		Config:                cfg,
 		Recorder:              mgr.GetEventRecorder("converge"),
-		Fetcher:               &GitFetcher{Reader: mgr.GetAPIReader(), Cache: checkouts},
+		Fetcher:               fetcher,
 		Renderer:              KustomizeRenderer{Mapper: mgr.GetRESTMapper()},
 		Health:                WatchHealth{Checker: checker},
 		Applier:               Applier{Concurrency: o.ApplyConcurrency},
@@ -55,4 +62,10 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		FullSyncInterval:      o.FullSyncInterval,
 		Drift:                 NewDriftWatcher(ctx, md, mgr.GetRESTMapper()),
 	}, nil
+}
+
+// NewWebhooks returns the webhook targets and triggers of a reconciler made by NewReconciler.
+func NewWebhooks(mgr ctrl.Manager, r *Reconciler) *Webhooks {
+	f, _ := r.Fetcher.(*GitFetcher)
+	return &Webhooks{Reader: mgr.GetClient(), Fetcher: f}
 }

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -93,8 +92,8 @@ func startReconciler(ctx context.Context, base *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	hooks = &convergesync.Webhooks{Reader: mgr.GetClient(), Events: make(chan event.GenericEvent, 64)}
-	if err := r.SetupWithManager(ctx, mgr, convergesync.Options{Concurrency: 4, Webhooks: hooks}); err != nil {
+	hooks = convergesync.NewWebhooks(mgr, r)
+	if err := r.SetupWithManager(ctx, mgr, convergesync.Options{Concurrency: 4}); err != nil {
 		return err
 	}
 	go func() {

@@ -74,6 +74,9 @@ type outcome struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	st, err := r.getSyncTarget(ctx, req.NamespacedName)
 	if err != nil || st == nil {
+		if st == nil && err == nil {
+			r.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, err
 	}
 	if !st.DeletionTimestamp.IsZero() {
@@ -563,6 +566,15 @@ func (r *Reconciler) clientFor(st *convergev1.SyncTarget) (client.Client, error)
 	}
 	r.clients.Store(user, c)
 	return c, nil
+}
+
+// forget drops what the reconciler keeps of a SyncTarget that is gone.
+func (r *Reconciler) forget(key client.ObjectKey) {
+	if f, ok := r.Fetcher.(interface{ Forget(client.ObjectKey) }); ok {
+		f.Forget(key)
+	}
+	r.rendered.Delete(key)
+	r.lastWrite.Delete(key)
 }
 
 // finalize prunes the SyncTarget's objects (when prune is on) or orphans them, then lets

@@ -22,8 +22,6 @@ const dependsOnIndex = ".spec.dependsOn"
 type Options struct {
 	// Concurrency is the number of SyncTargets reconciled at once.
 	Concurrency int
-	// Webhooks, when set, wakes SyncTargets on signed pushes.
-	Webhooks *Webhooks
 }
 
 // SetupWithManager registers the reconciler: it reacts to spec and annotation changes of
@@ -52,8 +50,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.Drift != nil {
 		b = b.WatchesRawSource(source.Channel(r.Drift.Events, &handler.EnqueueRequestForObject{}))
 	}
-	if opts.Webhooks != nil {
-		b = b.WatchesRawSource(source.Channel(opts.Webhooks.Events, &handler.EnqueueRequestForObject{}))
+	if f, ok := r.Fetcher.(*GitFetcher); ok && f.Wake != nil {
+		b = b.WatchesRawSource(source.Channel(f.Wake, &handler.EnqueueRequestForObject{}))
 	}
 	return b.Complete(r)
 }

@@ -17,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -158,8 +157,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 	}
 	syncOpts := convergesync.Options{Concurrency: o.manager.concurrency}
 	if o.source.webhookAddr != "" {
-		hooks := &convergesync.Webhooks{Reader: mgr.GetClient(), Events: make(chan event.GenericEvent, 1024)}
-		syncOpts.Webhooks = hooks
+		hooks := convergesync.NewWebhooks(mgr, r)
 		srv := sources.NewWebhookServer(o.source.webhookAddr,
 			sources.NewWebhookHandler(hooks, hooks, sources.WebhookOptions{Log: ctrl.Log.WithName("webhook")}))
 		if err := mgr.Add(webhookServer{srv: srv}); err != nil {
