@@ -23,6 +23,8 @@ type ReconcilerOptions struct {
 	DefaultServiceAccount string
 	// FullSyncInterval is how often an unchanged revision is re-applied anyway.
 	FullSyncInterval time.Duration
+	// CacheGCInterval is the period of the checkout garbage collection (default 10m).
+	CacheGCInterval time.Duration
 }
 
 // NewReconciler wires the reconciler of the daemon to a manager: pollers, git cache,
@@ -44,6 +46,13 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 	}
 	scheduler := sources.NewScheduler(sources.SchedulerOptions{Cache: checkouts})
 	if err := mgr.Add(scheduler); err != nil {
+		return nil, err
+	}
+	gcEvery := o.CacheGCInterval
+	if gcEvery <= 0 {
+		gcEvery = 10 * time.Minute
+	}
+	if err := mgr.Add(&CacheGC{Reader: mgr.GetClient(), Cache: checkouts, Every: gcEvery}); err != nil {
 		return nil, err
 	}
 	fetcher := &GitFetcher{Reader: mgr.GetAPIReader(), Cache: checkouts, Scheduler: scheduler,

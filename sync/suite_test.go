@@ -32,10 +32,11 @@ import (
 // The package shares one local cluster (controller-manager, scheduler, 2 kwok nodes) and
 // one running reconciler; each test uses namespaces and a git repository of its own.
 var (
-	k8s      client.Client
-	admin    *rest.Config
-	requests atomic.Int64 // every API request the reconciler sent
-	hooks    *convergesync.Webhooks
+	k8s       client.Client
+	admin     *rest.Config
+	requests  atomic.Int64 // every API request the reconciler sent
+	hooks     *convergesync.Webhooks
+	checkouts *sources.Cache
 )
 
 func TestMain(m *testing.M) {
@@ -86,12 +87,14 @@ func startReconciler(ctx context.Context, base *rest.Config) error {
 		return err
 	}
 	go func() { <-ctx.Done(); _ = os.RemoveAll(dir) }()
+	// No grace period, so that TestCacheGCKeepsWhatSyncTargetsNeed sees a collection at once.
 	r, err := convergesync.NewReconciler(ctx, mgr, convergesync.ReconcilerOptions{
-		Cache: sources.CacheOptions{Dir: dir}, ApplyConcurrency: 8, FullSyncInterval: time.Hour,
+		Cache: sources.CacheOptions{Dir: dir, GCGracePeriod: time.Nanosecond}, ApplyConcurrency: 8, FullSyncInterval: time.Hour,
 	})
 	if err != nil {
 		return err
 	}
+	checkouts = r.Fetcher.(*convergesync.GitFetcher).Cache
 	hooks = convergesync.NewWebhooks(mgr, r)
 	if err := r.SetupWithManager(ctx, mgr, convergesync.Options{Concurrency: 4}); err != nil {
 		return err
