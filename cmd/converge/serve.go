@@ -33,6 +33,9 @@ type managerOptions struct {
 	leaderElect        bool
 	leaderElectionNS   string
 	leaderElectionID   string
+	leaseDuration      time.Duration
+	renewDeadline      time.Duration
+	retryPeriod        time.Duration
 	concurrency        int
 	watchLabelSelector string
 }
@@ -43,6 +46,9 @@ func (o *managerOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica (per shard) reconciles")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election lease (default: in-cluster namespace)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "converge-leader", "name of the leader election lease; give each shard its own")
+	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal: the failover time")
+	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader tries to renew before it gives up leading")
+	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	fs.IntVar(&o.concurrency, "concurrency", 4, "SyncTargets reconciled at once")
 	fs.StringVar(&o.watchLabelSelector, "watch-label-selector", "", "only reconcile SyncTargets matching this label selector (sharding)")
 }
@@ -133,6 +139,9 @@ func (o *serveOptions) run(ctx context.Context) error {
 		LeaderElectionID:              o.manager.leaderElectionID,
 		LeaderElectionNamespace:       o.manager.leaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.manager.leaseDuration,
+		RenewDeadline:                 &o.manager.renewDeadline,
+		RetryPeriod:                   &o.manager.retryPeriod,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
