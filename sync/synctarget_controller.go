@@ -357,6 +357,14 @@ func (r *Reconciler) apply(ctx context.Context, st *convergev1.SyncTarget, revis
 			st.Status.LastAppliedRevision = revision
 		}
 	}
+	if errors.Is(err, errRetryPrune) {
+		st.Status.LastAppliedRevision = revision
+		st.Status.Inventory = MergeInventory(d.inventory, d.pruned.Failed)
+		msg := fmt.Sprintf("revision %s applied, but %v (retrying)", revision, err)
+		markFailed(st, convergev1.PruneFailedReason, msg, false)
+		r.event(st, corev1.EventTypeWarning, convergev1.PruneFailedReason, revision, msg)
+		return ctrl.Result{}, err
+	}
 	if reason == supersededReason {
 		msg := fmt.Sprintf("revision %s %v", revision, err)
 		markReconciling(st, msg)
@@ -437,7 +445,7 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 		}
 		d.pruned, err = Prune(applyCtx, c, client.ObjectKeyFromObject(st), stale)
 		if err != nil {
-			return d, convergev1.PruneFailedReason, err
+			return d, convergev1.PruneFailedReason, fmt.Errorf("%w: %w", errRetryPrune, err)
 		}
 	}
 
@@ -454,6 +462,10 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 	}
 	return d, "", nil
 }
+
+// errRetryPrune marks deletes that failed: the revision is applied, the objects stay in
+// the inventory and the prune is retried with backoff.
+var errRetryPrune = errors.New("pruning failed")
 
 // errSuperseded ends a health wait when the source moved on to a newer revision.
 var errSuperseded = errors.New("superseded")

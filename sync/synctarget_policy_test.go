@@ -185,3 +185,46 @@ func metricValue(g Gomega, name, label, value string) float64 {
 	}
 	return total
 }
+
+// TestFailedPruneIsRetried: an object whose delete is denied stays in the inventory and
+// is deleted once the rights are there, without a new commit.
+func TestFailedPruneIsRetried(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	g := NewWithT(t)
+	g.Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: f.ns}})).To(Succeed())
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "configmaps", Namespace: f.app},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch"}}},
+	}
+	g.Expect(k8s.Create(ctx, role)).To(Succeed())
+	g.Expect(k8s.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: f.app},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "configmaps"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "deployer", Namespace: f.ns}},
+	})).To(Succeed())
+	f.commit(map[string]string{"deploy/a.yaml": configMap("a", "1"), "deploy/b.yaml": configMap("b", "1")})
+	st := f.syncTarget("tenant", func(st *convergev1.SyncTarget) { st.Spec.ServiceAccountName = "deployer" })
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Status).To(Equal(metav1.ConditionTrue), ready(st).Message)
+	})
+
+	rev := f.remove("deploy/b.yaml")
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Reason).To(Equal(convergev1.PruneFailedReason))
+		g.Expect(ready(st).Message).To(ContainSubstring("forbidden"))
+		g.Expect(st.Status.LastAppliedRevision).To(Equal(rev))
+		g.Expect(st.Status.Inventory.Entries).To(ContainElement(HaveField("ID", f.app+"_b__ConfigMap")))
+	})
+	getCM(g, f.app, "b")
+
+	role.Rules[0].Verbs = append(role.Rules[0].Verbs, "delete")
+	g.Expect(k8s.Update(ctx, role)).To(Succeed())
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Status).To(Equal(metav1.ConditionTrue), ready(st).Message)
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(rev))
+		g.Expect(st.Status.Inventory.Entries).To(HaveLen(1))
+	})
+	gone(g, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.app, Name: "b"}})
+}
