@@ -259,3 +259,27 @@ func TestSelfHeal(t *testing.T) {
 		g.Expect(getCM(g, f.app, "b").Data["value"]).To(Equal("from git"))
 	}).WithTimeout(10 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
+
+// TestFirstDeployFailureKeepsWhatWasApplied: with no healthy revision to go back to, a
+// failing first revision is reported and what it applied stays.
+func TestFirstDeployFailureKeepsWhatWasApplied(t *testing.T) {
+	f := newFixture(t)
+	bad := f.commit(map[string]string{
+		"deploy/web.yaml": deployment("web", 1, "no-such-node: anywhere"),
+		"deploy/cm.yaml":  configMap("settings", "1"),
+	})
+	st := f.syncTarget("web", func(st *convergev1.SyncTarget) {
+		st.Spec.Timeout = &metav1.Duration{Duration: 30 * time.Second}
+	})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Reason).To(Equal(convergev1.HealthCheckFailedReason), ready(st).Message)
+		g.Expect(ready(st).Message).To(ContainSubstring("ProgressDeadlineExceeded"))
+		g.Expect(st.Status.LastHealthyRevision).To(BeEmpty())
+		g.Expect(st.Status.LastAppliedRevision).To(Equal(bad))
+		g.Expect(st.Status.History[0].Result).To(Equal(convergev1.SyncFailed))
+		g.Expect(st.Status.Inventory.Entries).To(HaveLen(2))
+	})
+	g := NewWithT(t)
+	getCM(g, f.app, "settings")
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: f.app, Name: "web"}, &appsv1.Deployment{})).To(Succeed())
+}
