@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/health"
 )
 
 // Finalizer lets converge prune (or orphan) a SyncTarget's objects when it is deleted.
@@ -98,11 +99,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}()
 
 	if st.Spec.Suspend {
-		setCondition(st, convergev1.ReconcilingCondition, metav1.ConditionFalse, convergev1.SuspendedReason, "suspended")
 		apimeta.RemoveStatusCondition(&st.Status.Conditions, convergev1.ReconcilingCondition)
 		return ctrl.Result{}, nil
 	}
 	for _, step := range []func(context.Context, *convergev1.SyncTarget) outcome{
+		r.checkSpec,
 		r.checkDependencies,
 		r.checkSyncWindows,
 	} {
@@ -174,6 +175,16 @@ func (r *Reconciler) interval(st *convergev1.SyncTarget) ctrl.Result {
 		}
 	}
 	return ctrl.Result{RequeueAfter: st.GetInterval()}
+}
+
+// checkSpec stalls on what the API server could not check: health rules that do not
+// compile would otherwise fail every revision's health check and roll it back.
+func (r *Reconciler) checkSpec(_ context.Context, st *convergev1.SyncTarget) outcome {
+	if err := health.ValidateExprs(st.Spec.HealthCheckExprs); err != nil {
+		markStalled(st, convergev1.InvalidSpecReason, "spec.healthCheckExprs: "+err.Error())
+		return outcome{done: true}
+	}
+	return outcome{}
 }
 
 func (r *Reconciler) checkDependencies(ctx context.Context, st *convergev1.SyncTarget) outcome {

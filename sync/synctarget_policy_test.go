@@ -228,3 +228,21 @@ func TestFailedPruneIsRetried(t *testing.T) {
 	})
 	gone(g, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.app, Name: "b"}})
 }
+
+// TestInvalidHealthRuleStalls: a CEL rule that does not compile is a spec error (Stalled),
+// found before anything is applied, not a failing revision to roll back.
+func TestInvalidHealthRuleStalls(t *testing.T) {
+	f := newFixture(t)
+	f.commit(map[string]string{"deploy/a.yaml": configMap("a", "1")})
+	st := f.syncTarget("rules", func(st *convergev1.SyncTarget) {
+		st.Spec.HealthCheckExprs = []convergev1.CustomHealthCheck{{APIVersion: "example.com/v1", Kind: "Widget", Current: "self.status.("}}
+	})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(apimeta.IsStatusConditionTrue(st.Status.Conditions, convergev1.StalledCondition)).To(BeTrue())
+		g.Expect(ready(st).Reason).To(Equal(convergev1.InvalidSpecReason))
+		g.Expect(ready(st).Message).To(ContainSubstring("spec.healthCheckExprs"))
+		g.Expect(st.Status.LastAttemptedRevision).To(BeEmpty())
+	})
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.app, Name: "a"}, &corev1.ConfigMap{})
+	NewWithT(t).Expect(err).To(HaveOccurred(), "nothing applied")
+}
