@@ -230,9 +230,11 @@ func (r *Reconciler) checkSyncWindows(_ context.Context, st *convergev1.SyncTarg
 func (r *Reconciler) sync(ctx context.Context, st *convergev1.SyncTarget) (ctrl.Result, error) {
 	revision, err := r.Fetcher.Resolve(ctx, st)
 	if err != nil {
+		// The poller backs off and wakes the SyncTarget when the source answers again;
+		// retrying here would only repeat its last error. The cluster is not touched.
 		markFailed(st, convergev1.FetchFailedReason, err.Error(), false)
 		r.event(st, corev1.EventTypeWarning, convergev1.FetchFailedReason, "", err.Error())
-		return ctrl.Result{}, err
+		return r.interval(st), nil
 	}
 	st.Status.LastFetchedRevision = revision
 	r.firstSeen.LoadOrStore(revision, r.Clock.Now())

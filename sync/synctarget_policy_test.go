@@ -246,3 +246,18 @@ func TestInvalidHealthRuleStalls(t *testing.T) {
 	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.app, Name: "a"}, &corev1.ConfigMap{})
 	NewWithT(t).Expect(err).To(HaveOccurred(), "nothing applied")
 }
+
+// TestUnreachableSourceIsReported: a source that cannot be reached makes Ready=False
+// FetchFailed with a clear message, and nothing is applied or pruned.
+func TestUnreachableSourceIsReported(t *testing.T) {
+	f := newFixture(t)
+	st := f.syncTarget("offline", func(st *convergev1.SyncTarget) {
+		st.Spec.Source.URL = "http://user:hunter2@127.0.0.1:1/offline.git"
+	})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Reason).To(Equal(convergev1.FetchFailedReason))
+		g.Expect(ready(st).Message).To(ContainSubstring("127.0.0.1:1"))
+		g.Expect(ready(st).Message).NotTo(ContainSubstring("hunter2"), "credentials are redacted")
+		g.Expect(st.Status.LastAttemptedRevision).To(BeEmpty())
+	})
+}
