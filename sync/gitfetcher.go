@@ -52,8 +52,8 @@ func (f *GitFetcher) Resolve(ctx context.Context, st *convergev1.SyncTarget) (st
 		return "", err
 	}
 	if f.Scheduler != nil {
-		id := client.ObjectKeyFromObject(st).String()
 		key := client.ObjectKeyFromObject(st)
+		id := key.String()
 		err := f.Scheduler.Subscribe(sources.Subscription{
 			ID: id, Source: src, Interval: st.GetInterval(), Schedule: string(st.Spec.Source.Schedule),
 			Notify: func(sources.Event) { f.wake(key) },

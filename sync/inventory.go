@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/health"
 )
 
 // NewInventory lists objects as inventory entries ("<ns>_<name>_<group>_<kind>" and the
@@ -87,11 +88,8 @@ func entryObject(e convergev1.InventoryEntry) (*unstructured.Unstructured, error
 	return u, nil
 }
 
-// describe names an object the way kubectl users read it: "apps/v1 Deployment shop/web".
+// describe names an object the way every converge message does ("apps/v1 Deployment
+// shop/web"): with health's formatter, so prune and health messages read alike.
 func describe(u *unstructured.Unstructured) string {
-	name := u.GetName()
-	if ns := u.GetNamespace(); ns != "" {
-		name = ns + "/" + name
-	}
-	return fmt.Sprintf("%s %s %s", u.GetAPIVersion(), u.GetKind(), name)
+	return health.RefForObject(u).String()
 }

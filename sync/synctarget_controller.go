@@ -8,6 +8,7 @@ import (
 	gosync "sync"
 	"time"
 
+	"github.com/fluxcd/pkg/ssa"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -527,7 +528,7 @@ func changedInventory(res ApplyResult) *convergev1.ResourceInventory {
 		return inv
 	}
 	for _, e := range res.ChangeSet.Entries {
-		if e.Action == "created" || e.Action == "configured" {
+		if e.Action == ssa.CreatedAction || e.Action == ssa.ConfiguredAction {
 			inv.Entries = append(inv.Entries, convergev1.InventoryEntry{ID: e.ObjMetadata.String(), Version: e.GroupVersion})
 		}
 	}

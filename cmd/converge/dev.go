@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -71,6 +72,7 @@ func (o *devOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	}
 
 	kubeconfig := os.Getenv("KUBECONFIG")
+	var cfg *rest.Config
 	if kubeconfig == "" {
 		say("starting a local cluster with %d kwok nodes (etcd, kube-apiserver, controller-manager, scheduler)...", o.nodes)
 		c, err := localcluster.Start(ctx, localcluster.Options{Workloads: true, Nodes: o.nodes, CRDs: crds})
@@ -89,9 +91,9 @@ func (o *devOptions) run(ctx context.Context, cmd *cobra.Command) error {
 		if err := os.WriteFile(kubeconfig, b, 0o600); err != nil {
 			return err
 		}
+		cfg = c.Config
 	} else {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
+		if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
 			return fmt.Errorf("reading KUBECONFIG: %w", err)
 		}
 		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
@@ -108,7 +110,7 @@ func (o *devOptions) run(ctx context.Context, cmd *cobra.Command) error {
 		return err
 	}
 	defer stopGit()
-	if err := createDemoTarget(ctx, kubeconfig, url+"/demo/.git"); err != nil {
+	if err := createDemoTarget(ctx, cfg, url+"/demo/.git"); err != nil {
 		return err
 	}
 
@@ -193,11 +195,7 @@ func serveGit(root string) (string, func(), error) {
 	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
 
-func createDemoTarget(ctx context.Context, kubeconfig, url string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return err
-	}
+func createDemoTarget(ctx context.Context, cfg *rest.Config, url string) error {
 	scheme := runtime.NewScheme()
 	if err := convergev1.AddToScheme(scheme); err != nil {
 		return err
