@@ -8,7 +8,9 @@ import (
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "converge:", err)
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, "converge:", msg)
+		}
 		os.Exit(exitCode(err))
 	}
 }

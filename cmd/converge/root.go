@@ -17,7 +17,12 @@ type exitError struct {
 	err  error
 }
 
-func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
 func (e *exitError) Unwrap() error { return e.err }
 
 func exitCode(err error) int {
@@ -35,7 +40,12 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newDevCommand(), newServeCommand())
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	root.AddCommand(newVersionCommand(), newDevCommand(), newServeCommand(),
+		newDiffCommand(), newBuildCommand(),
+		newGetCommand(), newHistoryCommand(), newReconcileCommand(),
+		newRollbackCommand(), newResumeCommand(), newSuspendCommand(),
+		newInstallCommand())
 	return root
 }
 
