@@ -79,8 +79,13 @@ run: controlplane build ## Run converge: on a local cluster when KUBECONFIG is u
 	$(BIN)/converge dev
 
 .PHONY: test
-test: controlplane ## Run every test: unit, envtest, local cluster.
+test: controlplane ## Run every test: unit, envtest, local cluster, e2e, bench smoke; then each fuzz target for 20 s.
 	go test $(TEST_FLAGS) ./...
+	hack/fuzz-smoke.sh
+
+.PHONY: fuzz-smoke
+fuzz-smoke: ## Run each fuzz target for FUZZ_TIME (default 20s); crashers land in testdata/fuzz.
+	hack/fuzz-smoke.sh
 
 .PHONY: e2e
 e2e: controlplane ## Run the end-to-end suite (not built yet).

@@ -441,6 +441,10 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 	if err != nil {
 		return nil, convergev1.ApplyFailedReason, err
 	}
+	if err := r.checkOwnership(ctx, c, st, objects); err != nil {
+		d.inventory = &convergev1.ResourceInventory{} // nothing was written
+		return d, convergev1.ApplyFailedReason, err
+	}
 	timeout := st.GetTimeout()
 	since := r.Clock.Now()
 	applyCtx, cancel := context.WithTimeout(ctx, timeout)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of the module for FUZZ_TIME (default 20s) each, so that the
+# targets cannot rot and a short random search runs on every `make test`. A crasher the
+# fuzzer finds is written to the package's testdata/fuzz/<Target>/ and fails the run;
+# commit it there and it becomes a regression case of the plain `go test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+time_per_target=${FUZZ_TIME:-20s}
+status=0
+# Fuzz targets are found in the sources (listing them with `go test -list` would link
+# every test binary of the module once more).
+for dir in $(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | xargs -n1 dirname | sort -u); do
+  pkg=./$dir
+  for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go | sed 's/^func //' | sort -u); do
+    echo "fuzz: $pkg $target ($time_per_target)"
+    if ! go test "$pkg" -run '^$' -fuzz "^${target}\$" -fuzztime "$time_per_target" -parallel 2 >"/tmp/fuzz-$$.log" 2>&1; then
+      cat "/tmp/fuzz-$$.log"
+      status=1
+    fi
+  done
+done
+rm -f "/tmp/fuzz-$$.log"
+exit $status
