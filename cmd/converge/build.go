@@ -1,8 +1,72 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"io"
 
-// newBuildCommand is a placeholder until the verb lands.
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/converge-gitops/converge/internal/diff"
+)
+
+// buildOptions are the flags of `converge build`.
+type buildOptions struct {
+	cli    cliOptions
+	source diffSourceOptions
+}
+
 func newBuildCommand() *cobra.Command {
-	return &cobra.Command{Use: "build", Hidden: true, RunE: func(*cobra.Command, []string) error { return errNotBuilt }}
+	o := &buildOptions{}
+	cmd := &cobra.Command{
+		Use:   "build [PATH] [--target NAME [--path DIR | --revision REF]]",
+		Short: "Print the manifests converge would apply, as multi-document YAML",
+		Long: `Render a directory exactly as the daemon would — kustomize or plain manifests, confined to its
+Git work tree — and print the objects as multi-document YAML, in the order converge applies them.
+
+Without --target nothing is read from the cluster; --target-namespace sets the namespace of every
+namespaced object. With --target NAME the SyncTarget's settings apply (target namespace and owner
+labels), and PATH (or --path) is rendered as its spec.path would be; without a PATH its source is
+fetched at its ref or at --revision REF.`,
+		Example: `  converge build deploy/prod
+  converge build deploy/prod --target-namespace shop | kubeconform -
+  converge build --target shop -n team-a ./deploy/prod`,
+		ValidArgsFunction: diffCompleteDirs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd.Context(), cmd.OutOrStdout(), args)
+		},
+	}
+	o.cli.BindFlags(cmd.Flags(), false)
+	o.source.BindFlags(cmd.Flags(), true)
+	_ = cmd.RegisterFlagCompletionFunc("target", diffCompleteTargets(&o.cli))
+	return cmd
+}
+
+func (o *buildOptions) run(ctx context.Context, out io.Writer, args []string) error {
+	if err := o.source.complete(args); err != nil {
+		return err
+	}
+	var c client.Client
+	var mapper meta.RESTMapper
+	if o.source.target != "" {
+		var err error
+		if c, _, err = o.cli.Client(); err != nil {
+			return diffFailed(err)
+		}
+		mapper = c.RESTMapper()
+	}
+	in, err := o.source.load(ctx, &o.cli, c)
+	if err != nil {
+		return diffFailed(err)
+	}
+	defer func() { _ = in.Close() }()
+	objects, err := diff.Render(ctx, mapper, in.render)
+	if err != nil {
+		return diffFailed(err)
+	}
+	if err := diff.WriteManifests(out, objects); err != nil {
+		return diffFailed(err)
+	}
+	return nil
 }

@@ -1,0 +1,132 @@
+package diff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sources"
+)
+
+// Checkout is a SyncTarget's source fetched into a temporary directory.
+type Checkout struct {
+	// Dir holds the tree of Revision, read-only.
+	Dir string
+	// Revision is what was fetched, as the daemon writes it ("main@sha1:…").
+	Revision sources.Revision
+
+	cache string
+}
+
+// Close removes the checkout.
+func (c *Checkout) Close() error {
+	if c == nil || c.cache == "" {
+		return nil
+	}
+	// The checkout is read-only: make its directories writable to remove them.
+	_ = filepath.WalkDir(c.cache, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	return os.RemoveAll(c.cache)
+}
+
+// Fetch fetches the source of st as the daemon does — with the credentials of its
+// spec.source.secretRef, read by r (the user's own client) — at revision, or at its
+// spec.source.ref when revision is empty. A revision is a full commit SHA, a revision as
+// converge records it ("main@sha1:…"), a fully qualified ref ("refs/pull/7/head"), or a
+// branch or tag name (branch first).
+func Fetch(ctx context.Context, r client.Reader, st *convergev1.SyncTarget, revision string) (*Checkout, error) {
+	src := sources.Source{URL: st.Spec.Source.URL, Ref: sources.Ref(st.Spec.Source.Ref)}
+	if ref := st.Spec.Source.SecretRef; ref != nil {
+		secret := &corev1.Secret{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: ref.Name}, secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("the source credentials secret %s/%s does not exist", st.Namespace, ref.Name)
+			}
+			return nil, fmt.Errorf("reading the source credentials secret %s/%s: %w", st.Namespace, ref.Name, err)
+		}
+		auth, err := sources.AuthFromSecret(secret.Data, src.URL)
+		if err != nil {
+			return nil, fmt.Errorf("source credentials secret %s/%s: %w", st.Namespace, ref.Name, err)
+		}
+		src.Auth = auth
+	}
+	rev, err := resolve(ctx, src, revision)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "converge-diff-")
+	if err != nil {
+		return nil, err
+	}
+	co := &Checkout{Revision: rev, cache: dir}
+	cache, err := sources.NewCache(sources.CacheOptions{Dir: dir})
+	if err != nil {
+		_ = co.Close()
+		return nil, err
+	}
+	if co.Dir, err = cache.Checkout(ctx, src, rev); err != nil {
+		_ = co.Close()
+		return nil, err
+	}
+	return co, nil
+}
+
+// resolve finds the commit of revision (or of src.Ref when it is empty) on the remote.
+func resolve(ctx context.Context, src sources.Source, revision string) (sources.Revision, error) {
+	if revision == "" {
+		return sources.Resolve(ctx, src)
+	}
+	var candidates []sources.Ref
+	switch {
+	case isFullSHA(revision):
+		candidates = []sources.Ref{{Commit: revision}}
+	case strings.Contains(revision, "@sha"):
+		rev, err := sources.ParseRevision(revision)
+		if err != nil {
+			return sources.Revision{}, err
+		}
+		src.Ref = sources.Ref{Commit: rev.Commit}
+		if _, err := sources.Resolve(ctx, src); err != nil {
+			return sources.Revision{}, err
+		}
+		return rev, nil
+	case strings.HasPrefix(revision, "refs/") || revision == "HEAD":
+		candidates = []sources.Ref{{Name: revision}}
+	default:
+		candidates = []sources.Ref{{Branch: revision}, {Tag: revision}}
+	}
+	var rev sources.Revision
+	var err error
+	for _, ref := range candidates {
+		src.Ref = ref
+		if rev, err = sources.Resolve(ctx, src); !errors.Is(err, sources.ErrRefNotFound) {
+			return rev, err
+		}
+	}
+	return sources.Revision{}, fmt.Errorf("revision %q is no branch or tag of %s (a commit needs its full SHA)", revision, sources.RedactURL(src.URL))
+}
+
+func isFullSHA(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
