@@ -1,8 +1,120 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
 
-// newHistoryCommand is a placeholder until the verb lands.
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+)
+
+// historyOptions are the flags of `converge history`.
+type historyOptions struct {
+	cli    cliOptions
+	output outputOptions
+}
+
 func newHistoryCommand() *cobra.Command {
-	return &cobra.Command{Use: "history", Hidden: true, RunE: func(*cobra.Command, []string) error { return errNotBuilt }}
+	o := &historyOptions{}
+	cmd := &cobra.Command{
+		Use:   "history NAME",
+		Short: "Show the sync history of a SyncTarget, newest first",
+		Long: `Show the sync attempts of a SyncTarget, newest first: the revision, whether it succeeded,
+failed or was rolled back, when it started and how long it took, the objects it created (+),
+configured (~) and deleted (-), and what happened.
+
+A revision from this table can be passed to converge rollback --to.`,
+		Example: `  converge history shop -n team-a
+  converge history shop -o yaml`,
+		Args:              usageArgs(cobra.ExactArgs(1)),
+		ValidArgsFunction: completeSyncTargets(&o.cli),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0])
+		},
+	}
+	o.cli.BindFlags(cmd.Flags(), false)
+	o.output.BindFlags(cmd)
+	return cmd
+}
+
+func (o *historyOptions) run(ctx context.Context, out, errOut io.Writer, name string) error {
+	if err := o.output.Validate(); err != nil {
+		return err
+	}
+	st, _, err := getSyncTarget(ctx, &o.cli, name)
+	if err != nil {
+		return err
+	}
+	if o.output.format != outputTable {
+		h := st.Status.History
+		if h == nil {
+			h = []convergev1.HistoryEntry{}
+		}
+		return printStructured(out, o.output.format, h)
+	}
+	if len(st.Status.History) == 0 {
+		_, err := fmt.Fprintf(errOut, "SyncTarget %s/%s has no history yet.\n", st.Namespace, st.Name)
+		return err
+	}
+	return printHistory(out, st.Status.History, time.Now())
+}
+
+// getSyncTarget reads the SyncTarget name in the namespace the flags select.
+func getSyncTarget(ctx context.Context, o *cliOptions, name string) (*convergev1.SyncTarget, client.Client, error) {
+	ns, err := o.Namespace()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, _, err := o.Client()
+	if err != nil {
+		return nil, nil, err
+	}
+	st := &convergev1.SyncTarget{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, st); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, notFound(ns, name)
+		}
+		return nil, nil, fmt.Errorf("reading SyncTarget %s/%s: %w", ns, name, err)
+	}
+	return st, c, nil
+}
+
+// printHistory writes the history table; now makes the ages reproducible.
+func printHistory(out io.Writer, history []convergev1.HistoryEntry, now time.Time) error {
+	rows := [][]string{{"REVISION", "RESULT", "STARTED", "DURATION", "CHANGES", "MESSAGE"}}
+	for _, e := range history {
+		took := "-"
+		if e.FinishedAt != nil && !e.FinishedAt.IsZero() {
+			took = syncDuration(e.FinishedAt.Sub(e.StartedAt.Time))
+		}
+		rows = append(rows, []string{
+			shortRevision(e.Revision),
+			string(e.Result),
+			humanAge(e.StartedAt.Time, now),
+			took,
+			fmt.Sprintf("+%d ~%d -%d", e.Created, e.Configured, e.Deleted),
+			tableMessage(e.Message),
+		})
+	}
+	var t alignedTable
+	return t.write(out, rows)
+}
+
+// syncDuration prints how long a sync took: 850ms, 4.2s, 47s, 2m30s.
+func syncDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-"
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return duration.HumanDuration(d)
 }

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+)
+
+// historyFixture is the history of a SyncTarget that synced, failed, was rolled back and
+// was pinned, newest first, as the daemon writes it.
+func historyFixture() []convergev1.HistoryEntry {
+	good, bad, next := "main@sha1:"+shaGood, "main@sha1:"+shaBad, "main@sha1:"+shaNew
+	return []convergev1.HistoryEntry{
+		{Revision: "sha1:" + shaGood, StartedAt: ago(30 * time.Second), FinishedAt: agoPtr(29*time.Second + 150*time.Millisecond),
+			Result: convergev1.SyncSucceeded, Configured: 1, Message: "applied revision sha1:" + shaGood + ": 1 configured, 2 unchanged"},
+		{Revision: next, StartedAt: ago(4 * time.Minute), FinishedAt: agoPtr(4*time.Minute - 4200*time.Millisecond),
+			Result: convergev1.SyncFailed, Message: "revision " + next + " failed: building deploy/: \n  kustomization.yaml: no such file"},
+		{Revision: bad, StartedAt: ago(2 * time.Hour), FinishedAt: agoPtr(2*time.Hour - 47*time.Second),
+			Result: convergev1.SyncRolledBack, Configured: 1, Deleted: 1,
+			Message: "revision " + bad + " failed: health check: Deployment shop/web: Progressing=False; rolled back to " + good + " (1 configured, 1 pruned)"},
+		{Revision: good, StartedAt: ago(50 * time.Hour), FinishedAt: agoPtr(50*time.Hour - 150*time.Second),
+			Result: convergev1.SyncSucceeded, Created: 12, Message: "applied revision " + good + ": 12 created"},
+		{Revision: good, StartedAt: ago(51 * time.Hour), Result: convergev1.SyncFailed},
+	}
+}
+
+func TestHistoryTable(t *testing.T) {
+	var out bytes.Buffer
+	if err := printHistory(&out, historyFixture(), stNow); err != nil {
+		t.Fatal(err)
+	}
+	stGolden(t, "history/table.golden", out.String())
+}
+
+func TestHistorySyncDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		850 * time.Millisecond:  "850ms",
+		4200 * time.Millisecond: "4.2s",
+		47 * time.Second:        "47s",
+		150 * time.Second:       "2m30s",
+		3 * time.Hour:           "3h",
+		-time.Second:            "-",
+	} {
+		if got := syncDuration(d); got != want {
+			t.Errorf("syncDuration(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
