@@ -260,6 +260,9 @@ func syncTargetRow(st *convergev1.SyncTarget, now time.Time, allNamespaces bool)
 	msg := ""
 	if c := apimeta.FindStatusCondition(st.Status.Conditions, convergev1.ReadyCondition); c != nil {
 		ready, msg = string(c.Status), c.Message
+		if c.Status == metav1.ConditionFalse && c.Reason != "" {
+			msg = c.Reason + ": " + c.Message // RolledBack, HealthCheckFailed… first: the cell may be cut
+		}
 	}
 	if c := apimeta.FindStatusCondition(st.Status.Conditions, convergev1.HealthyCondition); c != nil {
 		health = string(c.Status)
