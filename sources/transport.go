@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -39,8 +40,27 @@ var baseHTTPTransport = &http.Transport{
 var (
 	httpClients   sync.Map // CA hash → transport.Transport
 	sshTransport  = gitssh.NewClient(nil)
-	defaultClient = githttp.NewClient(&http.Client{Transport: baseHTTPTransport})
+	defaultClient = githttp.NewClient(&http.Client{Transport: boundedErrorBodies{baseHTTPTransport}})
 )
+
+// maxErrorBody bounds what is read of an HTTP answer with an error status.
+const maxErrorBody = 64 << 10
+
+// boundedErrorBodies cuts the body of answers with a status of 300 or more to maxErrorBody:
+// go-git reads such a body whole, to quote it as the error's reason, so a hostile server
+// answering an error with an endless body would otherwise fill the memory.
+type boundedErrorBodies struct{ rt http.RoundTripper }
+
+func (b boundedErrorBodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := b.rt.RoundTrip(req)
+	if err == nil && resp.StatusCode >= http.StatusMultipleChoices && resp.Body != nil {
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.LimitReader(resp.Body, maxErrorBody), resp.Body}
+	}
+	return resp, err
+}
 
 // httpTransport returns the go-git HTTP client for a CA bundle (nil: the system's authorities).
 func httpTransport(a *Auth) (transport.Transport, error) {
@@ -58,7 +78,7 @@ func httpTransport(a *Auth) (transport.Transport, error) {
 	}
 	tr := baseHTTPTransport.Clone()
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
-	c, _ := httpClients.LoadOrStore(key, githttp.NewClient(&http.Client{Transport: tr}))
+	c, _ := httpClients.LoadOrStore(key, githttp.NewClient(&http.Client{Transport: boundedErrorBodies{tr}}))
 	return c.(transport.Transport), nil
 }
 
