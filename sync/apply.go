@@ -113,7 +113,8 @@ func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstruct
 		}
 	}
 	if err != nil {
-		return res, fmt.Errorf("apply failed: %w", err)
+		// The API server quotes invalid values: keep Secrets' out of status and events.
+		return res, redactSecretValues(fmt.Errorf("apply failed: %w", err), objects)
 	}
 	return res, nil
 }

@@ -464,3 +464,19 @@ func TestComputeNotesAnotherOwner(t *testing.T) {
 	g.Expect(cm.Note).To(Equal("managed by SyncTarget team/other now"))
 	g.Expect(cm.Diff).To(ContainSubstring("-    converge.dev/name: other\n+    converge.dev/name: app\n"))
 }
+
+// TestComputeErrorNeverShowsSecretValues: the API server quotes an invalid value in its
+// dry-run error; for a Secret that value must not reach the error diff returns.
+func TestComputeErrorNeverShowsSecretValues(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t)
+	objs := f.render(map[string]string{"bad.yaml": `apiVersion: v1
+kind: Secret
+metadata: {name: bad}
+stringData: {password: [wrongly-typed-s3cret]}
+`})
+	_, err := f.compute(objs, Options{Owner: owner})
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("Secret"))
+	g.Expect(err.Error()).NotTo(ContainSubstring("wrongly-typed-s3cret"))
+}

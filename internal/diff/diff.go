@@ -269,7 +269,9 @@ func (e *engine) object(ctx context.Context, desired *unstructured.Unstructured)
 			return verdict(Change, desired, nil, nil, joinNotes(note,
 				"an immutable field changes: converge deletes and recreates it ("+convergesync.ForceAnnotation+": enabled)"))
 		}
-		return Object{}, fmt.Errorf("dry-run of %s failed: %w", ref, err)
+		// The API server quotes an invalid value in its error: a Secret's must not show.
+		return Object{}, convergesync.RedactSecretValues(fmt.Errorf("dry-run of %s failed: %w", ref, err),
+			[]*unstructured.Unstructured{desired})
 	}
 
 	switch {
