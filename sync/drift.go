@@ -3,10 +3,12 @@ package sync
 import (
 	"context"
 	"fmt"
+	"slices"
 	gosync "sync"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -76,8 +78,13 @@ func (w *DriftWatcher) start(gvr schema.GroupVersionResource) {
 	inf := metadatainformer.NewFilteredMetadataInformer(w.client, gvr, metav1.NamespaceAll, 0,
 		cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = convergev1.NameLabel }).Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) {
-			if m, ok := obj.(*metav1.PartialObjectMetadata); ok && changedByOthers(m) {
+		UpdateFunc: func(oldObj, obj any) {
+			m, ok := obj.(*metav1.PartialObjectMetadata)
+			if !ok {
+				return
+			}
+			old, _ := oldObj.(*metav1.PartialObjectMetadata)
+			if changedByOthers(m) || untimedWriteByOthers(old, m) {
 				w.flag(m, gvr)
 			}
 		},
@@ -108,6 +115,25 @@ func changedByOthers(m *metav1.PartialObjectMetadata) bool {
 		}
 	}
 	return newest != nil && newest.Manager != FieldManager
+}
+
+// untimedWriteByOthers reports a managed fields entry of another manager, status writes
+// aside, that has no time and is new or changed since old: the API server records writes
+// through the scale subresource (kubectl scale) without a time, so changedByOthers
+// cannot see them.
+func untimedWriteByOthers(old, m *metav1.PartialObjectMetadata) bool {
+	for _, e := range m.ManagedFields {
+		if e.Time != nil || e.Subresource == "status" || e.Manager == FieldManager {
+			continue
+		}
+		if old == nil || !slices.ContainsFunc(old.ManagedFields, func(o metav1.ManagedFieldsEntry) bool {
+			return o.Manager == e.Manager && o.Operation == e.Operation && o.Subresource == e.Subresource &&
+				o.APIVersion == e.APIVersion && equality.Semantic.DeepEqual(o.FieldsV1, e.FieldsV1)
+		}) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *DriftWatcher) flag(m *metav1.PartialObjectMetadata, gvr schema.GroupVersionResource) {

@@ -3,6 +3,8 @@ package sync
 import (
 	"context"
 	"fmt"
+	gosync "sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +28,9 @@ type GitFetcher struct {
 	Scheduler *sources.Scheduler
 	// Wake receives a SyncTarget whose source has a new revision (or a new error).
 	Wake chan event.GenericEvent
+
+	mu        gosync.Mutex
+	refreshed map[string]time.Time // SyncTarget → the request a poll was triggered for
 }
 
 // Source builds the sources.Source of a SyncTarget, with its credentials.
@@ -76,6 +81,38 @@ func (f *GitFetcher) Resolve(ctx context.Context, st *convergev1.SyncTarget) (st
 	return rev.String(), nil
 }
 
+// ResolveFresh resolves the SyncTarget's revision as its source stands after since (when
+// a user asked for a reconcile): it asks the poller for a poll now, once, and reports
+// ready only when a poll that started after since has finished, so that `converge
+// reconcile` right after a push deploys the push and not the revision polled before it.
+// Until then the caller should look again shortly.
+func (f *GitFetcher) ResolveFresh(ctx context.Context, st *convergev1.SyncTarget, since time.Time) (string, bool, error) {
+	rev, err := f.Resolve(ctx, st) // subscribes
+	if f.Scheduler == nil {
+		return rev, true, err // Resolve asked the remote itself
+	}
+	id := client.ObjectKeyFromObject(st).String()
+	if ev, ok := f.Scheduler.Latest(id); ok && !ev.Time.Before(since) {
+		return rev, true, err
+	}
+	src, srcErr := f.Source(ctx, st)
+	if srcErr != nil {
+		return "", true, srcErr
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refreshed == nil {
+		f.refreshed = map[string]time.Time{}
+	}
+	if t, ok := f.refreshed[id]; !ok || t.Before(since) {
+		f.refreshed[id] = since
+		if trigErr := f.Scheduler.Trigger(src.Key()); trigErr != nil {
+			return rev, true, err // not polled by the scheduler: what Resolve said stands
+		}
+	}
+	return rev, false, nil
+}
+
 func (f *GitFetcher) wake(key client.ObjectKey) {
 	if f.Wake == nil {
 		return
@@ -93,6 +130,9 @@ func (f *GitFetcher) Forget(key client.ObjectKey) {
 	if f.Scheduler != nil {
 		f.Scheduler.Unsubscribe(key.String())
 	}
+	f.mu.Lock()
+	delete(f.refreshed, key.String())
+	f.mu.Unlock()
 }
 
 // Checkout implements Fetcher: a cached tree costs nothing, a missing one is fetched by SHA.

@@ -18,6 +18,12 @@ type Fetcher interface {
 	Checkout(ctx context.Context, st *convergev1.SyncTarget, revision string) (string, error)
 }
 
+// freshResolver is a Fetcher that can tell the revision of a source as it stands after a
+// given time, for reconciles a user asked for (see GitFetcher.ResolveFresh).
+type freshResolver interface {
+	ResolveFresh(ctx context.Context, st *convergev1.SyncTarget, since time.Time) (revision string, ready bool, err error)
+}
+
 // Renderer turns a checked-out tree into the objects a SyncTarget applies, owner labels
 // and target namespace set. A rendering error is the commit's fault (BuildFailed).
 type Renderer interface {

@@ -25,11 +25,15 @@ type ReconcilerOptions struct {
 	FullSyncInterval time.Duration
 	// CacheGCInterval is the period of the checkout garbage collection (default 10m).
 	CacheGCInterval time.Duration
+	// DisableDriftWatch turns off the drift watcher, whose cluster-wide metadata watches
+	// of every kind applied need rights a locked-down (multi-tenant) daemon does not have;
+	// drift is then corrected by the full sync every FullSyncInterval.
+	DisableDriftWatch bool
 }
 
 // NewReconciler wires the reconciler of the daemon to a manager: pollers, git cache,
-// renderer, watch-driven health, staged applier and drift watcher. The drift watcher's
-// informers run until ctx ends.
+// renderer, watch-driven health (with the identity each SyncTarget impersonates), staged
+// applier and drift watcher. The drift watcher's informers run until ctx ends.
 func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (*Reconciler, error) {
 	cfg := mgr.GetConfig()
 	checkouts, err := sources.NewCache(o.Cache)
@@ -37,10 +41,6 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		return nil, err
 	}
 	checker, err := health.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	md, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -57,6 +57,16 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 	}
 	fetcher := &GitFetcher{Reader: mgr.GetAPIReader(), Cache: checkouts, Scheduler: scheduler,
 		Wake: make(chan event.GenericEvent, 1024)}
+	var drift *DriftWatcher
+	if !o.DisableDriftWatch {
+		md, err := metadata.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		drift = NewDriftWatcher(ctx, md, mgr.GetRESTMapper())
+	}
+	watchHealth := &WatchHealth{Checker: checker, Config: cfg, Mapper: mgr.GetRESTMapper(),
+		DefaultServiceAccount: o.DefaultServiceAccount}
 	return &Reconciler{
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),
@@ -64,12 +74,12 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		Recorder:              mgr.GetEventRecorder("converge"),
 		Fetcher:               fetcher,
 		Renderer:              KustomizeRenderer{Mapper: mgr.GetRESTMapper()},
-		Health:                WatchHealth{Checker: checker},
+		Health:                watchHealth,
 		Applier:               Applier{Concurrency: o.ApplyConcurrency},
 		Clock:                 clock.RealClock{},
 		DefaultServiceAccount: o.DefaultServiceAccount,
 		FullSyncInterval:      o.FullSyncInterval,
-		Drift:                 NewDriftWatcher(ctx, md, mgr.GetRESTMapper()),
+		Drift:                 drift,
 	}, nil
 }
 

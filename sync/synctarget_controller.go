@@ -55,6 +55,8 @@ type Reconciler struct {
 	lastWrite gosync.Map // SyncTarget key → resourceVersion of our last status write
 	firstSeen gosync.Map // revision → when it was first fetched
 	rendered  gosync.Map // SyncTarget key → renderedSet of its last successful sync
+	// requestSeen: SyncTarget key → the reconcile request being served and when it was seen.
+	requestSeen gosync.Map
 }
 
 // renderedSet is what the last successful sync of a SyncTarget applied, kept so that a
@@ -229,7 +231,30 @@ func (r *Reconciler) checkSyncWindows(_ context.Context, st *convergev1.SyncTarg
 
 // sync fetches the source and, when there is something to do, applies the revision.
 func (r *Reconciler) sync(ctx context.Context, st *convergev1.SyncTarget) (ctrl.Result, error) {
-	revision, err := r.Fetcher.Resolve(ctx, st)
+	requested := st.Annotations[convergev1.RequestedAtAnnotation]
+	newRequest := requested != "" && requested != st.Status.LastHandledReconcileAt
+
+	var revision string
+	var err error
+	if fresh, ok := r.Fetcher.(freshResolver); ok && newRequest {
+		// A user asked: deploy what the source holds now, not what it held at the last poll.
+		key := client.ObjectKeyFromObject(st)
+		seen := requestSeen{value: requested, at: r.Clock.Now()}
+		if v, ok := r.requestSeen.Load(key); ok && v.(requestSeen).value == requested {
+			seen = v.(requestSeen)
+		} else {
+			r.requestSeen.Store(key, seen)
+		}
+		var ready bool
+		revision, ready, err = fresh.ResolveFresh(ctx, st, seen.at)
+		if err == nil && !ready {
+			markReconciling(st, "fetching the source")
+			return ctrl.Result{RequeueAfter: 250 * time.Millisecond}, nil
+		}
+		r.requestSeen.Delete(key)
+	} else {
+		revision, err = r.Fetcher.Resolve(ctx, st)
+	}
 	if err != nil {
 		// The poller backs off and wakes the SyncTarget when the source answers again;
 		// retrying here would only repeat its last error. The cluster is not touched.
@@ -240,8 +265,6 @@ func (r *Reconciler) sync(ctx context.Context, st *convergev1.SyncTarget) (ctrl.
 	st.Status.LastFetchedRevision = revision
 	r.firstSeen.LoadOrStore(revision, r.Clock.Now())
 
-	requested := st.Annotations[convergev1.RequestedAtAnnotation]
-	newRequest := requested != "" && requested != st.Status.LastHandledReconcileAt
 	st.Status.LastHandledReconcileAt = requested
 
 	// A revision that failed or was rolled back is not tried again until the source
@@ -255,6 +278,8 @@ func (r *Reconciler) sync(ctx context.Context, st *convergev1.SyncTarget) (ctrl.
 		st.Status.ObservedGeneration == st.Generation && !newRequest &&
 		apimeta.IsStatusConditionTrue(st.Status.Conditions, convergev1.ReadyCondition) &&
 		!r.fullSyncDue(st) {
+		// A Reconciling left by a daemon that stopped mid-sync no longer holds.
+		apimeta.RemoveStatusCondition(&st.Status.Conditions, convergev1.ReconcilingCondition)
 		return r.heal(ctx, st, revision)
 	}
 	return r.apply(ctx, st, revision)
@@ -468,6 +493,11 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 	}
 
 	if st.WaitEnabled() && r.Health != nil {
+		// Say what the possibly long wait is about (`converge reconcile` shows it).
+		markReconciling(st, fmt.Sprintf("waiting for %d objects of %s to become ready", len(objects), revision))
+		if err := patchStatus(ctx, st); err != nil {
+			return d, convergev1.ApplyFailedReason, err
+		}
 		waitCtx, stopWait := context.WithCancelCause(applyCtx)
 		defer stopWait(nil)
 		go r.watchForNewerRevision(waitCtx, st, revision, stopWait)
@@ -577,14 +607,7 @@ func (r *Reconciler) event(st *convergev1.SyncTarget, typ, reason, revision, msg
 // straight from the API server: a cached client would start a cluster-wide informer for
 // every kind ever applied, and could answer from a stale cache.
 func (r *Reconciler) clientFor(st *convergev1.SyncTarget) (client.Client, error) {
-	sa := st.Spec.ServiceAccountName
-	if sa == "" {
-		sa = r.DefaultServiceAccount
-	}
-	user := ""
-	if sa != "" {
-		user = fmt.Sprintf("system:serviceaccount:%s:%s", st.Namespace, sa)
-	}
+	user := impersonatedUser(st, r.DefaultServiceAccount)
 	if c, ok := r.clients.Load(user); ok {
 		return c.(client.Client), nil
 	}
@@ -599,12 +622,20 @@ func (r *Reconciler) clientFor(st *convergev1.SyncTarget) (client.Client, error)
 }
 
 // forget drops what the reconciler keeps of a SyncTarget that is gone.
+// requestSeen is a reconcile request (the converge.dev/requestedAt value) and when the
+// reconciler first saw it.
+type requestSeen struct {
+	value string
+	at    time.Time
+}
+
 func (r *Reconciler) forget(key client.ObjectKey) {
 	if f, ok := r.Fetcher.(interface{ Forget(client.ObjectKey) }); ok {
 		f.Forget(key)
 	}
 	r.rendered.Delete(key)
 	r.lastWrite.Delete(key)
+	r.requestSeen.Delete(key)
 }
 
 // finalize prunes the SyncTarget's objects (when prune is on) or orphans them, then lets

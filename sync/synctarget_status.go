@@ -51,6 +51,8 @@ func markReady(st *convergev1.SyncTarget, msg string) {
 // rollback) set observedGeneration; transient ones keep Reconciling for the retry.
 func markFailed(st *convergev1.SyncTarget, reason, msg string, final bool) {
 	setCondition(st, convergev1.ReadyCondition, metav1.ConditionFalse, reason, msg)
+	// The spec was acted on, so a Stalled left from an earlier spec no longer holds.
+	apimeta.RemoveStatusCondition(&st.Status.Conditions, convergev1.StalledCondition)
 	if reason == convergev1.HealthCheckFailedReason || reason == convergev1.RolledBackReason {
 		setCondition(st, convergev1.HealthyCondition, metav1.ConditionFalse, reason, msg)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -75,6 +76,7 @@ type syncOptions struct {
 	defaultServiceAccount string
 	fullSyncInterval      time.Duration
 	applyConcurrency      int
+	driftWatch            bool
 }
 
 func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
@@ -82,6 +84,8 @@ func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
 		"service account impersonated for SyncTargets that name none (multi-tenancy: give it no rights)")
 	fs.DurationVar(&o.fullSyncInterval, "full-sync-interval", time.Hour, "how often an unchanged revision is re-applied in full anyway")
 	fs.IntVar(&o.applyConcurrency, "apply-concurrency", 8, "concurrent dry-runs and reads within one apply stage")
+	fs.BoolVar(&o.driftWatch, "drift-watch", true,
+		"watch managed objects cluster-wide to undo changes made outside Git at once; without it (multi-tenancy: the daemon may not watch), the full sync corrects drift")
 }
 
 type serveOptions struct {
@@ -130,9 +134,13 @@ func (o *serveOptions) run(ctx context.Context) error {
 		}
 		cacheOpts.ByObject = map[client.Object]cache.ByObject{&convergev1.SyncTarget{}: {Label: sel}}
 	}
+	// Secrets (git credentials, webhook tokens) are read one by one when needed: caching
+	// them would watch every Secret of the cluster, which a locked-down daemon may not.
+	clientOpts := client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
+		Client:                        clientOpts,
 		Metrics:                       metricsserver.Options{BindAddress: o.manager.metricsAddr},
 		HealthProbeBindAddress:        o.manager.probeAddr,
 		LeaderElection:                o.manager.leaderElect,
@@ -160,6 +168,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 		ApplyConcurrency:      o.sync.applyConcurrency,
 		DefaultServiceAccount: o.sync.defaultServiceAccount,
 		FullSyncInterval:      o.sync.fullSyncInterval,
+		DisableDriftWatch:     !o.sync.driftWatch,
 	})
 	if err != nil {
 		return err
