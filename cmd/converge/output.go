@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -94,5 +93,3 @@ func oneLine(s string, max int) string {
 	}
 	return s
 }
-
-var errNotBuilt = errors.New("not built yet")
