@@ -88,12 +88,16 @@ fuzz-smoke: ## Run each fuzz target for FUZZ_TIME (default 20s); crashers land i
 	hack/fuzz-smoke.sh
 
 .PHONY: e2e
-e2e: controlplane ## Run the end-to-end suite (not built yet).
-	@echo "make e2e: the end-to-end suite is not built yet (issue 6)"; exit 1
+e2e: controlplane ## Run the end-to-end suite: the real binary against a local cluster and git servers.
+	go test -count=1 -timeout 20m -v ./e2e/
 
 .PHONY: bench
-bench: controlplane ## Run the benchmarks (not built yet).
-	@echo "make bench: the benchmarks are not built yet (issue 8)"; exit 1
+bench: controlplane ## Run the benchmarks (BENCH_N, BENCH_REPS, BENCH_WORKLOADS, BENCH_OUT; see bench/main.go).
+	go run ./bench
+
+.PHONY: bench-smoke
+bench-smoke: controlplane ## Run every benchmark workload once at tiny sizes (make test runs it too).
+	go test $(TEST_FLAGS) -count=1 -run '^TestBenchSmoke$$' -v ./bench/
 
 .PHONY: clean
 clean: ## Remove bin/ (the control-plane cache outside the tree stays).

@@ -66,6 +66,8 @@ type Cluster struct {
 	mu    sync.Mutex
 	procs []*component
 	done  bool
+	// apiserver is the kube-apiserver RestartAPIServer started in place of envtest's.
+	apiserver *component
 }
 
 // component is a process started by the cluster itself (not by envtest).
@@ -269,27 +271,39 @@ func fakeNode(name string) *corev1.Node {
 
 // run starts one of the cluster's own components from the binary directory.
 func (c *Cluster) run(name string, args ...string) error {
-	log, err := c.logFile(name)
+	p, err := c.spawn(name, args...)
 	if err != nil {
 		return err
+	}
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	return nil
+}
+
+// spawn starts a binary of the binary directory, logging to <name>.log in the cluster
+// directory, and hands it to the watchdog.
+func (c *Cluster) spawn(name string, args ...string) (*component, error) {
+	log, err := c.logFile(name)
+	if err != nil {
+		return nil, err
 	}
 	cmd := exec.Command(filepath.Join(c.binDir, name), args...)
 	cmd.Dir = c.Dir
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = childAttrs()
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("localcluster: starting %s: %w", name, err)
+		_ = log.Close()
+		return nil, fmt.Errorf("localcluster: starting %s: %w", name, err)
 	}
 	c.watchdog.guard(cmd.Process.Pid)
 	p := &component{name: name, cmd: cmd, exit: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
+		_ = log.Close()
 		close(p.exit)
 	}()
-	c.mu.Lock()
-	c.procs = append(c.procs, p)
-	c.mu.Unlock()
-	return nil
+	return p, nil
 }
 
 // exited reports a component that stopped on its own.
@@ -316,12 +330,16 @@ func (c *Cluster) Stop() error {
 	}
 	c.done = true
 	procs := c.procs
+	apiserver := c.apiserver
 	c.mu.Unlock()
 
 	var errs []error
 	// Components first, in reverse order, then the API server and etcd.
 	for i := len(procs) - 1; i >= 0; i-- {
 		errs = append(errs, stopProcess(procs[i]))
+	}
+	if apiserver != nil {
+		errs = append(errs, stopProcess(apiserver))
 	}
 	if c.env != nil {
 		if err := c.env.Stop(); err != nil {

@@ -181,3 +181,38 @@ func TestStartFailsClearlyWithoutBinaries(t *testing.T) {
 	_, err := localcluster.Start(t.Context(), localcluster.Options{BinDir: t.TempDir()})
 	g.Expect(err).To(MatchError(ContainSubstring("run 'make controlplane' first")))
 }
+
+// TestRestartAPIServer: after a restart the API server answers on the same address with
+// the same credentials and data, and Stop still leaves no process behind.
+func TestRestartAPIServer(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	c, err := localcluster.Start(ctx, localcluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = c.Stop()
+		}
+	})
+	cs, err := kubernetes.NewForConfig(c.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before", Namespace: "default"}, Data: map[string]string{"a": "1"}}
+	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	before := localcluster.ChildrenMentioning(os.Getpid(), c.Dir)
+
+	for range 2 {
+		g.Expect(c.RestartAPIServer(ctx)).To(Succeed())
+		got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "before", metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got.Data).To(Equal(cm.Data))
+	}
+	after := localcluster.ChildrenMentioning(os.Getpid(), c.Dir)
+	g.Expect(after).To(HaveLen(len(before)), "etcd and one kube-apiserver")
+	g.Expect(after).NotTo(Equal(before), "the API server is a new process")
+
+	g.Expect(c.Stop()).To(Succeed())
+	stopped = true
+	g.Expect(localcluster.ChildrenMentioning(0, c.Dir)).To(BeEmpty(), "no process of the cluster is left")
+}

@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// daemon is a `converge serve` process of the real binary. Its output is kept in memory,
+// to look for lines and to show what it did when a scenario fails.
+type daemon struct {
+	name  string
+	args  []string
+	probe string // base URL of /healthz and /readyz
+
+	mu   sync.Mutex
+	out  bytes.Buffer
+	log  *os.File // a copy of out in the suite's log directory
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startDaemon runs `converge serve` against the suite's cluster with free ports for
+// metrics and probes, no webhook receiver unless args set one, and a checkout cache of its
+// own; args come last and win. tb's cleanup stops it.
+func startDaemon(tb testing.TB, name string, args ...string) *daemon {
+	tb.Helper()
+	metrics, probe := freeAddr(tb), freeAddr(tb)
+	d := &daemon{
+		name:  name,
+		probe: "http://" + probe,
+		args: append([]string{"serve", "--kubeconfig", suite.cluster.Kubeconfig,
+			"--metrics-bind-address", metrics, "--health-probe-bind-address", probe,
+			"--webhook-bind-address", "", "--cache-dir", tb.TempDir()}, args...),
+	}
+	log, err := os.Create(filepath.Join(suite.logDir, name+".log"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d.log = log
+	if err := d.start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		d.stop()
+		_ = log.Close()
+	})
+	return d
+}
+
+// start runs the process (again, after kill or stop), with the same flags.
+func (d *daemon) start() error {
+	cmd := exec.Command(suite.binary, d.args...)
+	cmd.Stdout, cmd.Stderr = d, d
+	// Dies with the suite whatever ends it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	_, _ = fmt.Fprintf(d, "=== e2e: starting daemon %s at %s\n", d.name, time.Now().Format(time.RFC3339Nano))
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting daemon %s: %w", d.name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	d.mu.Lock()
+	d.cmd, d.done = cmd, done
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *daemon) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, _ = d.log.Write(p)
+	return d.out.Write(p)
+}
+
+// process returns the running process and the channel closed when it exits.
+func (d *daemon) process() (*exec.Cmd, chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cmd, d.done
+}
+
+// kill ends the daemon with SIGKILL: no chance to release a lease or finish a write.
+func (d *daemon) kill() {
+	cmd, done := d.process()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+	_, _ = fmt.Fprintf(d, "=== e2e: daemon %s killed at %s\n", d.name, time.Now().Format(time.RFC3339Nano))
+}
+
+// stop ends the daemon as an orchestrator would: SIGTERM, then SIGKILL after 10 s.
+func (d *daemon) stop() {
+	cmd, done := d.process()
+	if cmd == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+}
+
+// exited reports whether the process ended.
+func (d *daemon) exited() bool {
+	_, done := d.process()
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitReady waits for /readyz to answer 200.
+func (d *daemon) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if d.exited() {
+			return fmt.Errorf("daemon %s exited:\n%s", d.name, d.tail(40, ""))
+		}
+		if code, err := httpGet(d.probe + "/readyz"); err == nil && code == 200 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("daemon %s not ready after %s:\n%s", d.name, timeout, d.tail(40, ""))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// logged reports whether the daemon wrote s.
+func (d *daemon) logged(s string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return bytes.Contains(d.out.Bytes(), []byte(s))
+}
+
+// tail returns the last n lines of output that contain filter (all lines when empty).
+func (d *daemon) tail(n int, filter string) string {
+	d.mu.Lock()
+	text := d.out.String()
+	d.mu.Unlock()
+	var keep []string
+	for _, l := range strings.Split(text, "\n") {
+		if filter == "" || strings.Contains(l, filter) || strings.HasPrefix(l, "=== e2e:") {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) > n {
+		keep = keep[len(keep)-n:]
+	}
+	return strings.Join(keep, "\n")
+}
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
