@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Workload names, in the order they run.
+const (
+	workloadMany   = "many"
+	workloadBig    = "big"
+	workloadIdle   = "idle"
+	workloadChange = "change"
+	workloadDrift  = "drift"
+	workloadFetch  = "fetch"
+)
+
+var allWorkloads = []string{workloadMany, workloadBig, workloadIdle, workloadChange, workloadDrift, workloadFetch}
+
+// Config says what to run and at which sizes. The program reads it from BENCH_* variables;
+// the smoke test sets tiny sizes directly.
+type Config struct {
+	// Workloads to run (default: all). idle, change and drift run on big's SyncTarget.
+	Workloads []string
+	// Reps is the number of repetitions of every figure (BENCH_REPS, default 3).
+	Reps int
+	// ManyN lists the SyncTarget counts of the many workload (BENCH_N, default 100;
+	// a comma-separated list runs each).
+	ManyN []int
+	// BigConfigMaps and BigDeployments size big (BENCH_BIG_CONFIGMAPS, default 1000;
+	// BENCH_BIG_DEPLOYMENTS, default 100).
+	BigConfigMaps, BigDeployments int
+	// FetchFiles is the size of the fetch workload's repository (BENCH_FETCH_FILES,
+	// default 10 000).
+	FetchFiles int
+	// PollInterval is the SyncTarget interval of the polling half of change (default 10s).
+	PollIntervalSeconds int
+	// FloorConcurrency is the number of goroutines of the server-side-apply floor (default 8).
+	FloorConcurrency int
+	// Nodes is the number of fake kwok nodes (default 2).
+	Nodes int
+	// Out is where the JSON goes (BENCH_OUT, default bin/bench/results.json); empty: nowhere.
+	Out string
+}
+
+// DefaultConfig is the full-size benchmark of the issue, BENCH_N aside (100).
+func DefaultConfig() Config {
+	return Config{
+		Workloads:           slices.Clone(allWorkloads),
+		Reps:                3,
+		ManyN:               []int{100},
+		BigConfigMaps:       1000,
+		BigDeployments:      100,
+		FetchFiles:          10_000,
+		PollIntervalSeconds: 10,
+		FloorConcurrency:    8,
+		Nodes:               2,
+		Out:                 "bin/bench/results.json",
+	}
+}
+
+// ConfigFromEnv reads the BENCH_* variables over the defaults.
+func ConfigFromEnv() (Config, error) {
+	c := DefaultConfig()
+	ints := []struct {
+		name string
+		dst  *int
+		min  int
+	}{
+		{"BENCH_REPS", &c.Reps, 1},
+		{"BENCH_BIG_CONFIGMAPS", &c.BigConfigMaps, 2},
+		{"BENCH_BIG_DEPLOYMENTS", &c.BigDeployments, 1},
+		{"BENCH_FETCH_FILES", &c.FetchFiles, 1},
+		{"BENCH_POLL_INTERVAL_SECONDS", &c.PollIntervalSeconds, 1},
+		{"BENCH_FLOOR_CONCURRENCY", &c.FloorConcurrency, 1},
+		{"BENCH_NODES", &c.Nodes, 0},
+	}
+	for _, v := range ints {
+		s := strings.TrimSpace(os.Getenv(v.name))
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < v.min {
+			return c, fmt.Errorf("%s=%q: want an integer >= %d", v.name, s, v.min)
+		}
+		*v.dst = n
+	}
+	if s := strings.TrimSpace(os.Getenv("BENCH_N")); s != "" {
+		c.ManyN = nil
+		for f := range strings.SplitSeq(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return c, fmt.Errorf("BENCH_N=%q: want positive integers, comma-separated", s)
+			}
+			c.ManyN = append(c.ManyN, n)
+		}
+	}
+	if s := strings.TrimSpace(os.Getenv("BENCH_WORKLOADS")); s != "" {
+		c.Workloads = nil
+		for f := range strings.SplitSeq(s, ",") {
+			w := strings.TrimSpace(f)
+			if !slices.Contains(allWorkloads, w) {
+				return c, fmt.Errorf("BENCH_WORKLOADS: unknown workload %q (want some of %s)", w, strings.Join(allWorkloads, ","))
+			}
+			c.Workloads = append(c.Workloads, w)
+		}
+	}
+	if s, ok := os.LookupEnv("BENCH_OUT"); ok {
+		c.Out = s
+	}
+	return c, nil
+}
+
+func (c Config) runs(w string) bool { return slices.Contains(c.Workloads, w) }
+
+// needsCluster is false when only fetch runs.
+func (c Config) needsCluster() bool {
+	return slices.ContainsFunc(c.Workloads, func(w string) bool { return w != workloadFetch })
+}
+
+// runsBigGroup is true when big's SyncTarget is needed.
+func (c Config) runsBigGroup() bool {
+	return c.runs(workloadBig) || c.runs(workloadIdle) || c.runs(workloadChange) || c.runs(workloadDrift)
+}

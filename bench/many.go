@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/gittest"
+)
+
+// manyRun is one repetition of many.
+type manyRun struct {
+	ready time.Duration
+	rss   float64 // MiB
+}
+
+// runMany measures N SyncTargets, each with its own path and namespace, from their creation
+// until all are Ready, and the daemon's peak RSS. Each repetition has a daemon of its own
+// (so VmHWM is this repetition's) with an empty checkout cache.
+func (b *Bench) runMany(ctx context.Context, n int) error {
+	repo := gittest.NewRepo(b.tb, b.gitRoot, fmt.Sprintf("many-%d", n))
+	revision := "main@sha1:" + repo.Commit(b.tb, "main", manyFiles(n))
+	url := b.git.RepoURL(repo)
+	names := make([]string, n)
+	namespaces := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("many-%04d", i)
+		namespaces[i] = manyNamespace(i)
+	}
+
+	var runs []manyRun
+	for rep := range b.cfg.Reps {
+		r, err := b.manyOnce(ctx, rep, n, url, revision, names)
+		if err != nil {
+			return fmt.Errorf("many N=%d rep %d: %w", n, rep+1, err)
+		}
+		b.logf("many N=%d rep %d/%d: all Ready in %s, daemon peak RSS %.0f MiB", n, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.rss)
+		runs = append(runs, r)
+		if err := b.deleteTargets(ctx, workloadMany); err != nil {
+			return err
+		}
+		if err := b.deleteNamespaces(ctx, namespaces...); err != nil {
+			return err
+		}
+	}
+
+	var ready []time.Duration
+	var rss []float64
+	for _, r := range runs {
+		ready = append(ready, r.ready)
+		rss = append(rss, r.rss)
+	}
+	w := fmt.Sprintf("many N=%d", n)
+	readyTarget := &Target{Text: "— (Flux 28–30 s @100)"}
+	rssTarget := &Target{Text: "— (Flux 32–188 MiB)"}
+	switch {
+	case n == 500:
+		readyTarget = &Target{Text: "≤ 45 s", Max: 45}
+	case n == 1000:
+		readyTarget = &Target{Text: "≤ 90 s", Max: 90}
+		rssTarget = &Target{Text: "≤ 150 MiB", Max: 150}
+	case n != 100:
+		readyTarget, rssTarget = nil, nil
+	}
+	b.res.add(w, "create → all Ready", Seconds, seconds(ready), "", nil, readyTarget)
+	b.res.add(w, "daemon peak RSS (VmHWM)", MiB, rss, "", nil, rssTarget)
+	return nil
+}
+
+func (b *Bench) manyOnce(ctx context.Context, rep, n int, url, revision string, names []string) (manyRun, error) {
+	d, err := b.startDaemon(ctx, fmt.Sprintf("many-%d-%d", n, rep))
+	if err != nil {
+		return manyRun{}, err
+	}
+	defer b.stopDaemon(d)
+
+	timeout := 10*time.Minute + time.Duration(n)*time.Second
+	tw, err := b.watchTargetsReady(ctx, names, revision, timeout)
+	if err != nil {
+		return manyRun{}, err
+	}
+	start := time.Now()
+	err = parallel(n, 8, func(i int) error {
+		return b.c.Create(ctx, &convergev1.SyncTarget{
+			ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: benchNamespace, Labels: map[string]string{workloadLabel: workloadMany}},
+			Spec: convergev1.SyncTargetSpec{
+				Source: convergev1.GitSource{URL: url, Ref: convergev1.GitRef{Branch: "main"}},
+				Path:   fmt.Sprintf("many/%04d", i),
+				Prune:  true,
+			},
+		})
+	})
+	if err != nil {
+		tw.stop()
+		return manyRun{}, fmt.Errorf("creating SyncTargets: %w", err)
+	}
+	done, err := tw.wait()
+	if err != nil {
+		return manyRun{}, fmt.Errorf("%w%s", err, d.tail())
+	}
+	r := manyRun{ready: done.Sub(start)}
+	if r.rss, err = peakRSS(d.pid()); err != nil {
+		return r, err
+	}
+	if err := d.running(); err != nil {
+		return r, err
+	}
+	return r, b.checkMany(ctx, n)
+}
+
+// checkMany checks that every namespace of many holds its four objects, applied by converge.
+func (b *Bench) checkMany(ctx context.Context, n int) error {
+	owned := client.MatchingLabels{convergev1.NamespaceLabel: benchNamespace}
+	lists := map[string]client.ObjectList{
+		"Deployments":     &appsv1.DeploymentList{},
+		"ServiceAccounts": &corev1.ServiceAccountList{},
+		"Services":        &corev1.ServiceList{},
+		"Ingresses":       &networkingv1.IngressList{},
+	}
+	want := map[string]bool{}
+	for i := range n {
+		want[manyNamespace(i)] = true
+	}
+	for kind, list := range lists {
+		if err := b.c.List(ctx, list, owned); err != nil {
+			return err
+		}
+		found := map[string]bool{}
+		items, err := metaItems(list)
+		if err != nil {
+			return err
+		}
+		for _, o := range items {
+			if want[o.GetNamespace()] && o.GetName() == "app" {
+				found[o.GetNamespace()] = true
+			}
+		}
+		if len(found) != n {
+			return fmt.Errorf("many: %d of %d namespaces hold their %s", len(found), n, kind)
+		}
+	}
+	return nil
+}
+
+// metaItems returns the items of a list as metadata.
+func metaItems(list client.ObjectList) ([]metav1.Object, error) {
+	objs, err := apimeta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metav1.Object, 0, len(objs))
+	for _, o := range objs {
+		m, err := apimeta.Accessor(o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestBenchSmoke runs every workload of the benchmark once at tiny sizes, through the code
+// `make bench` runs, so that the benchmark cannot rot. It checks that the workloads complete
+// — every SyncTarget Ready, every object present, every figure measured — and never how fast:
+// timings belong to `make bench`, not to assertions.
+func TestBenchSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a local cluster and the converge daemon")
+	}
+	cfg := Config{
+		Workloads:           slices.Clone(allWorkloads),
+		Reps:                1,
+		ManyN:               []int{3},
+		BigConfigMaps:       6,
+		BigDeployments:      2,
+		FetchFiles:          150,
+		PollIntervalSeconds: 2,
+		FloorConcurrency:    4,
+		Nodes:               1,
+		Out:                 filepath.Join(t.TempDir(), "results.json"),
+	}
+	b, err := Setup(t.Context(), t, cfg, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	res := b.Results()
+
+	want := []struct{ workload, metric string }{
+		{"many N=3", "create → all Ready"},
+		{"many N=3", "daemon peak RSS (VmHWM)"},
+		{workloadBig, "cold sync → Ready (8 objects)"},
+		{workloadIdle, "no-op reconcile of big: wall time"},
+		{workloadIdle, "no-op reconcile of big: API requests (apiserver Δ)"},
+		{workloadIdle, "no-op reconcile of big: requests the daemon sent"},
+		{workloadChange, "push → applied (webhook)"},
+		{workloadChange, "push → healthy (webhook)"},
+		{workloadChange, "push → applied (poll 2s)"},
+		{workloadChange, "push → healthy (poll 2s)"},
+		{workloadDrift, "edit → restored"},
+		{workloadFetch, "cold fetch, 150 files"},
+	}
+	for _, w := range want {
+		r := res.find(w.workload, w.metric)
+		if r == nil {
+			t.Errorf("no figure for %s / %s", w.workload, w.metric)
+			continue
+		}
+		if len(r.Samples) != cfg.Reps {
+			t.Errorf("%s / %s: %d samples, want %d", w.workload, w.metric, len(r.Samples), cfg.Reps)
+		}
+		for _, v := range r.Samples {
+			if v < 0 || (r.Unit != Requests && v == 0) {
+				t.Errorf("%s / %s: implausible sample %v", w.workload, w.metric, v)
+			}
+		}
+	}
+	for _, r := range res.Rows {
+		if r.Baseline != nil && (len(r.Baseline.Samples) != cfg.Reps || r.Ratio <= 0) {
+			t.Errorf("%s / %s: baseline %s has %d samples, ratio %v", r.Workload, r.Metric, r.BaselineName, len(r.Baseline.Samples), r.Ratio)
+		}
+	}
+
+	// The table and the JSON are what `make bench` prints and writes.
+	var table strings.Builder
+	res.WriteTable(&table)
+	t.Log("\n" + table.String())
+	if err := res.WriteJSON(cfg.Out); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Results
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatalf("the JSON does not read back: %v", err)
+	}
+	if len(back.Rows) != len(res.Rows) {
+		t.Errorf("the JSON holds %d rows, want %d", len(back.Rows), len(res.Rows))
+	}
+}
