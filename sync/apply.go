@@ -158,6 +158,7 @@ func (a Applier) applyStage(ctx context.Context, c client.Client, objects []*uns
 		}
 		g.Go(func() error {
 			applied := o.DeepCopy()
+			//nolint:staticcheck // client.Apply as a patch type: like fluxcd/pkg/ssa, for unstructured objects
 			if err := c.Patch(gctx, applied, client.Apply, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
 				return fmt.Errorf("%s apply failed: %w", utils.FmtUnstructured(applied), err)
 			}
@@ -241,6 +242,9 @@ func plan(ctx context.Context, c client.Client, o *unstructured.Unstructured, ex
 }
 
 func dryRunApply(ctx context.Context, c client.Client, o *unstructured.Unstructured) error {
+	// The dry-run result is read back into o: the Patch form of server-side apply does that
+	// for unstructured objects, as fluxcd/pkg/ssa relies on too.
+	//nolint:staticcheck // see above
 	return c.Patch(ctx, o, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(FieldManager))
 }
 

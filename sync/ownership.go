@@ -77,7 +77,7 @@ func (r *Reconciler) checkOwnership(ctx context.Context, c client.Client, st *co
 				owner := client.ObjectKey{Namespace: item.Labels[convergev1.NamespaceLabel], Name: item.Labels[convergev1.NameLabel]}
 				exists, known := owners[owner]
 				if !known {
-					err := r.Client.Get(ctx, owner, &convergev1.SyncTarget{})
+					err := r.Get(ctx, owner, &convergev1.SyncTarget{})
 					if err != nil && !apierrors.IsNotFound(err) {
 						return fmt.Errorf("checking SyncTarget %s: %w", owner, err)
 					}
