@@ -164,6 +164,16 @@ func (w *DriftWatcher) flag(m *metav1.PartialObjectMetadata, gvr schema.GroupVer
 	}
 }
 
+// Pending reports whether objects of the SyncTarget drifted since the last Take.
+func (w *DriftWatcher) Pending(owner types.NamespacedName) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.drifted[owner]) > 0
+}
+
 // Take returns the IDs of the SyncTarget's objects that drifted since the last call.
 func (w *DriftWatcher) Take(owner types.NamespacedName) map[string]bool {
 	w.mu.Lock()

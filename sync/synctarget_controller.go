@@ -57,6 +57,7 @@ type Reconciler struct {
 	rendered  gosync.Map // SyncTarget key → renderedSet of its last successful sync
 	// requestSeen: SyncTarget key → the reconcile request being served and when it was seen.
 	requestSeen gosync.Map
+	lastFull    gosync.Map // SyncTarget key → when all its objects were last applied
 }
 
 // renderedSet is what the last successful sync of a SyncTarget applied, kept so that a
@@ -282,7 +283,37 @@ func (r *Reconciler) sync(ctx context.Context, st *convergev1.SyncTarget) (ctrl.
 		apimeta.RemoveStatusCondition(&st.Status.Conditions, convergev1.ReconcilingCondition)
 		return r.heal(ctx, st, revision)
 	}
+	if newRequest || r.fullSyncDue(st) {
+		ctx = context.WithValue(ctx, fullApplyKey{}, true)
+	}
 	return r.apply(ctx, st, revision)
+}
+
+// fullApplyKey in a context asks deploy to apply every object, not only those that changed.
+type fullApplyKey struct{}
+
+// incrementalBase returns the objects of the SyncTarget's last successful sync when the
+// next revision may apply only what differs from them: the drift watcher runs and saw
+// nothing drift, the spec is the same, a full apply happened within the full sync
+// interval, and no user asked for a reconcile (which applies everything).
+func (r *Reconciler) incrementalBase(ctx context.Context, st *convergev1.SyncTarget) (map[string]*unstructured.Unstructured, bool) {
+	if r.Drift == nil || ctx.Value(fullApplyKey{}) != nil {
+		return nil, false
+	}
+	key := client.ObjectKeyFromObject(st)
+	v, ok := r.rendered.Load(key)
+	if !ok || v.(renderedSet).generation != st.Generation || r.Drift.Pending(key) {
+		return nil, false
+	}
+	t, ok := r.lastFull.Load(key)
+	if !ok || (r.FullSyncInterval > 0 && r.Clock.Since(t.(time.Time)) >= r.FullSyncInterval) {
+		return nil, false
+	}
+	base := map[string]*unstructured.Unstructured{}
+	for _, o := range v.(renderedSet).objects {
+		base[objectID(o)] = o
+	}
+	return base, true
 }
 
 // heal restores the objects the drift watcher saw changed or deleted by someone else;
@@ -363,6 +394,8 @@ type deployment struct {
 	inventory *convergev1.ResourceInventory
 	applied   ApplyResult
 	pruned    PruneResult
+	// incremental: only the objects that changed since the last sync were applied.
+	incremental bool
 }
 
 // apply deploys revision; on failure it rolls back to the last healthy revision.
@@ -385,6 +418,9 @@ func (r *Reconciler) apply(ctx context.Context, st *convergev1.SyncTarget, revis
 		r.record(st, started, revision, convergev1.SyncSucceeded, d, msg)
 		r.event(st, corev1.EventTypeNormal, convergev1.SucceededReason, revision, msg)
 		r.remember(st, revision, d.objects)
+		if !d.incremental {
+			r.lastFull.Store(client.ObjectKeyFromObject(st), r.Clock.Now())
+		}
 		return r.interval(st), nil
 	}
 	r.rendered.Delete(client.ObjectKeyFromObject(st))
@@ -474,7 +510,26 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 	since := r.Clock.Now()
 	applyCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	d.applied, err = r.Applier.Apply(applyCtx, c, objects, timeout)
+	// A new commit usually changes a few objects: only they are dry-run and written.
+	toApply, unchanged := objects, []*unstructured.Unstructured(nil)
+	if base, ok := r.incrementalBase(ctx, st); ok {
+		d.incremental = true
+		toApply = nil
+		for _, o := range objects {
+			if prev, found := base[objectID(o)]; found && equality.Semantic.DeepEqual(prev.Object, o.Object) {
+				unchanged = append(unchanged, o)
+			} else {
+				toApply = append(toApply, o)
+			}
+		}
+	}
+	d.applied, err = r.Applier.Apply(applyCtx, c, toApply, timeout)
+	if d.applied.ChangeSet != nil {
+		for _, o := range unchanged {
+			d.applied.ChangeSet.Add(changeSetEntry(o, ssa.UnchangedAction))
+		}
+		d.applied.Unchanged += len(unchanged)
+	}
 	if err != nil {
 		d.inventory = changedInventory(d.applied)
 		return d, convergev1.ApplyFailedReason, err
@@ -636,6 +691,7 @@ func (r *Reconciler) forget(key client.ObjectKey) {
 	r.rendered.Delete(key)
 	r.lastWrite.Delete(key)
 	r.requestSeen.Delete(key)
+	r.lastFull.Delete(key)
 }
 
 // finalize prunes the SyncTarget's objects (when prune is on) or orphans them, then lets

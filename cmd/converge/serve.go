@@ -38,6 +38,8 @@ type managerOptions struct {
 	renewDeadline      time.Duration
 	retryPeriod        time.Duration
 	concurrency        int
+	qps                float32
+	burst              int
 	watchLabelSelector string
 }
 
@@ -50,7 +52,9 @@ func (o *managerOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal: the failover time")
 	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader tries to renew before it gives up leading")
 	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
-	fs.IntVar(&o.concurrency, "concurrency", 4, "SyncTargets reconciled at once")
+	fs.IntVar(&o.concurrency, "concurrency", 10, "SyncTargets reconciled at once")
+	fs.Float32Var(&o.qps, "kube-api-qps", 500, "client-side limit of API requests per second (the API server's priority and fairness still applies)")
+	fs.IntVar(&o.burst, "kube-api-burst", 1000, "burst above --kube-api-qps")
 	fs.StringVar(&o.watchLabelSelector, "watch-label-selector", "", "only reconcile SyncTargets matching this label selector (sharding)")
 }
 
@@ -83,7 +87,7 @@ func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.defaultServiceAccount, "default-service-account", "",
 		"service account impersonated for SyncTargets that name none (multi-tenancy: give it no rights)")
 	fs.DurationVar(&o.fullSyncInterval, "full-sync-interval", time.Hour, "how often an unchanged revision is re-applied in full anyway")
-	fs.IntVar(&o.applyConcurrency, "apply-concurrency", 8, "concurrent dry-runs and reads within one apply stage")
+	fs.IntVar(&o.applyConcurrency, "apply-concurrency", 16, "concurrent dry-runs and writes within one apply stage")
 	fs.BoolVar(&o.driftWatch, "drift-watch", true,
 		"watch managed objects cluster-wide to undo changes made outside Git at once; without it (multi-tenancy: the daemon may not watch), the full sync corrects drift")
 }
@@ -118,6 +122,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	cfg.QPS, cfg.Burst = o.manager.qps, o.manager.burst
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
