@@ -168,7 +168,10 @@ func TestAPIServerRestart(t *testing.T) {
 		cms := names("cm", 0, 40)
 		files := func(image, value string) map[string]string {
 			f := manyConfigMaps(cms, value)
-			f["deploy/web.yaml"] = deployment("web", 3, image, "")
+			// A real rollout deadline: the 5 s of the other scenarios is shorter than the
+			// outage, and a rollout stalled by it would rightly be rolled back.
+			f["deploy/web.yaml"] = strings.Replace(deployment("web", 3, image, ""),
+				"progressDeadlineSeconds: 5", "progressDeadlineSeconds: 120", 1)
 			return f
 		}
 		rev1 := r.commit(files("example.com/web:1", "v1"))
