@@ -208,6 +208,9 @@ func (c *Cluster) startWorkloadComponents(ctx context.Context, opts Options) err
 		"--controllers=*,-serviceaccount-token",
 		"--use-service-account-credentials=false",
 		"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
+		// The default client limit (20 requests/s) makes 100 Deployments take ~15 s to
+		// get a status: a cluster of its own, it may use the API server as fast as it can.
+		"--kube-api-qps=200", "--kube-api-burst=400",
 	)...); err != nil {
 		return err
 	}
