@@ -52,7 +52,7 @@ func (o *managerOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal: the failover time")
 	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader tries to renew before it gives up leading")
 	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
-	fs.IntVar(&o.concurrency, "concurrency", 10, "SyncTargets reconciled at once")
+	fs.IntVar(&o.concurrency, "concurrency", 20, "SyncTargets reconciled at once")
 	fs.Float32Var(&o.qps, "kube-api-qps", 500, "client-side limit of API requests per second (the API server's priority and fairness still applies)")
 	fs.IntVar(&o.burst, "kube-api-burst", 1000, "burst above --kube-api-qps")
 	fs.StringVar(&o.watchLabelSelector, "watch-label-selector", "", "only reconcile SyncTargets matching this label selector (sharding)")
