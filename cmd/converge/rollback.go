@@ -240,19 +240,7 @@ func recordedRef(st *convergev1.SyncTarget) convergev1.GitRef {
 
 // describeRef says what a ref follows: branch main, tag v1.2.0, commit 0a1b2c3…
 func describeRef(r convergev1.GitRef) string {
-	switch {
-	case r.Branch != "":
-		return "branch " + r.Branch
-	case r.Tag != "":
-		return "tag " + r.Tag
-	case r.SemVer != "":
-		return "semver " + r.SemVer
-	case r.Commit != "":
-		return "commit " + r.Commit
-	case r.Name != "":
-		return "ref " + r.Name
-	}
-	return "no ref"
+	return sources.Ref(r).String()
 }
 
 func setAnnotation(st *convergev1.SyncTarget, key, value string) {
