@@ -56,6 +56,11 @@ func (f *GitFetcher) Resolve(ctx context.Context, st *convergev1.SyncTarget) (st
 	if err != nil {
 		return "", err
 	}
+	return f.resolve(ctx, st, src)
+}
+
+// resolve is Resolve with the source (and its credentials) read already.
+func (f *GitFetcher) resolve(ctx context.Context, st *convergev1.SyncTarget, src sources.Source) (string, error) {
 	if f.Scheduler != nil {
 		key := client.ObjectKeyFromObject(st)
 		id := key.String()
@@ -87,17 +92,17 @@ func (f *GitFetcher) Resolve(ctx context.Context, st *convergev1.SyncTarget) (st
 // reconcile` right after a push deploys the push and not the revision polled before it.
 // Until then the caller should look again shortly.
 func (f *GitFetcher) ResolveFresh(ctx context.Context, st *convergev1.SyncTarget, since time.Time) (string, bool, error) {
-	rev, err := f.Resolve(ctx, st) // subscribes
+	src, err := f.Source(ctx, st) // the credentials Secret, read once for both uses
+	if err != nil {
+		return "", true, err
+	}
+	rev, err := f.resolve(ctx, st, src) // subscribes
 	if f.Scheduler == nil {
-		return rev, true, err // Resolve asked the remote itself
+		return rev, true, err // resolve asked the remote itself
 	}
 	id := client.ObjectKeyFromObject(st).String()
 	if ev, ok := f.Scheduler.Latest(id); ok && !ev.Time.Before(since) {
 		return rev, true, err
-	}
-	src, srcErr := f.Source(ctx, st)
-	if srcErr != nil {
-		return "", true, srcErr
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
