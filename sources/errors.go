@@ -102,8 +102,10 @@ type hostKeyError struct {
 
 func (e *hostKeyError) Error() string { return e.msg }
 
-// userinfoPattern matches the userinfo of URLs inside free text.
-var userinfoPattern = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s"']*@`)
+// userinfoPattern matches the userinfo of URLs inside free text: everything up to the last
+// '@' before the host, as url.Parse reads it, so that a password holding an unescaped '@'
+// is removed whole.
+var userinfoPattern = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/\s"']*@`)
 
 // redactor removes credentials from text.
 type redactor struct {

@@ -68,7 +68,9 @@ func NormalizeURL(raw string) (string, error) {
 	case strings.Trim(host, "abcdefghijklmnopqrstuvwxyz0123456789.-_") != "":
 		return "", errors.New("url has an invalid host")
 	}
-	p = strings.TrimPrefix(path.Clean("/"+p), "/")
+	// Hosts and paths compare case-insensitively (as on GitHub and GitLab), so the path is
+	// lowered before its ".git" suffix is looked for: "/org/App.GIT" is "org/app".
+	p = strings.ToLower(strings.TrimPrefix(path.Clean("/"+p), "/"))
 	for {
 		trimmed := strings.TrimSuffix(strings.TrimSuffix(p, "/"), ".git")
 		if trimmed == p {

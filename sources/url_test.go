@@ -80,6 +80,10 @@ func TestRedactURL(t *testing.T) {
 		{"ssh://git@host/org/app.git", "ssh://git@host/org/app.git"},
 		{"git@host:org/app.git", "git@host:org/app.git"},
 		{"https://user:secret-pw@host:bad-port/x", "https://host:bad-port/x"},
+		// Not a URL url.Parse accepts (%zz), so redacted by pattern: all of the password goes,
+		// '@' in it included.
+		{"https://user:pass@word@host/%zz", "https://host/%zz"},
+		{"A://%@:@", "A://"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			NewWithT(t).Expect(RedactURL(tc.in)).To(Equal(tc.want))
