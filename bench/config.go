@@ -44,6 +44,9 @@ type Config struct {
 	Nodes int
 	// Out is where the JSON goes (BENCH_OUT, default bin/bench/results.json); empty: nowhere.
 	Out string
+	// DaemonArgs are added to every `converge serve` the benchmark starts (BENCH_DAEMON_ARGS,
+	// split on spaces), e.g. --pprof-bind-address=127.0.0.1:6060 to profile a workload.
+	DaemonArgs []string
 }
 
 // DefaultConfig is the full-size benchmark of the issue, BENCH_N aside (100).
@@ -112,6 +115,7 @@ func ConfigFromEnv() (Config, error) {
 	if s, ok := os.LookupEnv("BENCH_OUT"); ok {
 		c.Out = s
 	}
+	c.DaemonArgs = strings.Fields(os.Getenv("BENCH_DAEMON_ARGS"))
 	return c, nil
 }
 

@@ -248,6 +248,7 @@ func (b *Bench) startDaemon(ctx context.Context, name string) (*daemon, error) {
 		"--webhook-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
 		"--cache-dir", filepath.Join(b.work, "cache-"+name),
 	)
+	d.cmd.Args = append(d.cmd.Args, b.cfg.DaemonArgs...)
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {

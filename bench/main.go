@@ -11,7 +11,7 @@
 //
 // Variables: BENCH_N, BENCH_REPS, BENCH_OUT (default bin/bench/results.json; empty: no
 // file), BENCH_WORKLOADS, BENCH_BIG_CONFIGMAPS, BENCH_BIG_DEPLOYMENTS, BENCH_FETCH_FILES,
-// BENCH_POLL_INTERVAL_SECONDS, BENCH_FLOOR_CONCURRENCY, BENCH_NODES. Result files are
+// BENCH_POLL_INTERVAL_SECONDS, BENCH_FLOOR_CONCURRENCY, BENCH_NODES, BENCH_DAEMON_ARGS. Result files are
 // figures from one machine at one moment: never commit them as reference figures.
 package main
 

@@ -20,6 +20,10 @@ import (
 type manyRun struct {
 	ready time.Duration
 	rss   float64 // MiB
+	// requests is what the API server served during the repetition (all clients, the
+	// cluster's own controllers included), daemonSent what the daemon's clients sent.
+	requests, daemonSent requestCounts
+	reconciles           float64
 }
 
 // runMany measures N SyncTargets, each with its own path and namespace, from their creation
@@ -42,7 +46,8 @@ func (b *Bench) runMany(ctx context.Context, n int) error {
 		if err != nil {
 			return fmt.Errorf("many N=%d rep %d: %w", n, rep+1, err)
 		}
-		b.logf("many N=%d rep %d/%d: all Ready in %s, daemon peak RSS %.0f MiB", n, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.rss)
+		b.logf("many N=%d rep %d/%d: all Ready in %s, daemon peak RSS %.0f MiB, %.1f reconciles and %.1f API requests sent per SyncTarget (%s); API server: %s",
+			n, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.rss, r.reconciles/float64(n), r.daemonSent.total()/float64(n), r.daemonSent, r.requests)
 		runs = append(runs, r)
 		if err := b.deleteTargets(ctx, workloadMany); err != nil {
 			return err
@@ -53,10 +58,11 @@ func (b *Bench) runMany(ctx context.Context, n int) error {
 	}
 
 	var ready []time.Duration
-	var rss []float64
+	var rss, perTarget []float64
 	for _, r := range runs {
 		ready = append(ready, r.ready)
 		rss = append(rss, r.rss)
+		perTarget = append(perTarget, r.daemonSent.total()/float64(n))
 	}
 	w := fmt.Sprintf("many N=%d", n)
 	readyTarget := &Target{Text: "— (Flux 28–30 s @100)"}
@@ -72,6 +78,7 @@ func (b *Bench) runMany(ctx context.Context, n int) error {
 	}
 	b.res.add(w, "create → all Ready", Seconds, seconds(ready), "", nil, readyTarget)
 	b.res.add(w, "daemon peak RSS (VmHWM)", MiB, rss, "", nil, rssTarget)
+	b.res.add(w, "API requests sent per SyncTarget", Requests, perTarget, "", nil, nil)
 	return nil
 }
 
@@ -83,6 +90,14 @@ func (b *Bench) manyOnce(ctx context.Context, rep, n int, url, revision string, 
 	defer b.stopDaemon(d)
 
 	timeout := 10*time.Minute + time.Duration(n)*time.Second
+	api0, err := apiserverRequests(ctx, b.cs)
+	if err != nil {
+		return manyRun{}, err
+	}
+	c0, err := d.counters(ctx)
+	if err != nil {
+		return manyRun{}, err
+	}
 	tw, err := b.watchTargetsReady(ctx, names, revision, timeout)
 	if err != nil {
 		return manyRun{}, err
@@ -107,6 +122,17 @@ func (b *Bench) manyOnce(ctx context.Context, rep, n int, url, revision string, 
 		return manyRun{}, fmt.Errorf("%w%s", err, d.tail())
 	}
 	r := manyRun{ready: done.Sub(start)}
+	api1, err := apiserverRequests(ctx, b.cs)
+	if err != nil {
+		return r, err
+	}
+	c1, err := d.counters(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.requests = api1.minus(api0).top(40)
+	r.daemonSent = c1.requests.minus(c0.requests)
+	r.reconciles = c1.reconciles - c0.reconciles
 	if r.rss, err = peakRSS(d.pid()); err != nil {
 		return r, err
 	}

@@ -201,6 +201,24 @@ func (after requestCounts) minus(before requestCounts) requestCounts {
 	return out
 }
 
+// top returns the n largest counts, and the rest summed as "other".
+func (c requestCounts) top(n int) requestCounts {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return c[keys[i]] > c[keys[j]] })
+	out := requestCounts{}
+	for i, k := range keys {
+		if i < n {
+			out[k] = c[k]
+		} else {
+			out["other"] += c[k]
+		}
+	}
+	return out
+}
+
 func (c requestCounts) total() float64 {
 	t := 0.0
 	for _, v := range c {

@@ -146,6 +146,9 @@ func format(v float64, u Unit) string {
 	case MiB:
 		return fmt.Sprintf("%.0f MiB", v)
 	case Requests:
+		if v != float64(int64(v)) && v < 100 {
+			return fmt.Sprintf("%.1f", v) // a mean per object
+		}
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%g %s", v, u)

@@ -31,6 +31,7 @@ import (
 type managerOptions struct {
 	metricsAddr        string
 	probeAddr          string
+	pprofAddr          string
 	leaderElect        bool
 	leaderElectionNS   string
 	leaderElectionID   string
@@ -46,6 +47,7 @@ type managerOptions struct {
 func (o *managerOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address of the Go profiler's /debug/pprof endpoints (empty or 0 disables them); keep it on loopback")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica (per shard) reconciles")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election lease (default: in-cluster namespace)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "converge-leader", "name of the leader election lease; give each shard its own")
@@ -148,6 +150,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 		Client:                        clientOpts,
 		Metrics:                       metricsserver.Options{BindAddress: o.manager.metricsAddr},
 		HealthProbeBindAddress:        o.manager.probeAddr,
+		PprofBindAddress:              o.manager.pprofAddr,
 		LeaderElection:                o.manager.leaderElect,
 		LeaderElectionID:              o.manager.leaderElectionID,
 		LeaderElectionNamespace:       o.manager.leaderElectionNS,
