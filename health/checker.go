@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -98,6 +99,7 @@ func (c *Checker) Wait(ctx context.Context, objects []ObjectRef, opts Options) (
 	if len(refs) == 0 {
 		return report, nil
 	}
+	settle(report.Objects, rules, opts)
 	streams, err := c.plan(report.Objects, rules, opts)
 	if err != nil {
 		return report, err
@@ -195,6 +197,30 @@ func distinct(objects []ObjectRef) ([]ObjectRef, error) {
 	return out, errors.Join(errs...)
 }
 
+// settle marks Current the objects opts.Observed shows Current, so that no stream
+// watches them.
+func settle(objs []ObjectStatus, rules map[schema.GroupVersionKind]*exprRule, opts Options) {
+	if len(opts.Observed) == 0 {
+		return
+	}
+	byRef := make(map[ObjectRef]*unstructured.Unstructured, len(opts.Observed))
+	for _, o := range opts.Observed {
+		if o != nil {
+			byRef[RefForObject(o)] = o
+		}
+	}
+	for i := range objs {
+		u := byRef[objs[i].Ref]
+		if u == nil {
+			continue
+		}
+		st, msg := computeStatus(u, rules[objs[i].Ref.GVK])
+		if st == Current {
+			objs[i].Status, objs[i].Message = st, msg
+		}
+	}
+}
+
 // groupKey is what one list and watch covers.
 type groupKey struct {
 	gvk       schema.GroupVersionKind
@@ -208,6 +234,9 @@ func (c *Checker) plan(objs []ObjectStatus, rules map[schema.GroupVersionKind]*e
 	groups := map[groupKey]*stream{}
 	var streams []*stream
 	for i := range objs {
+		if objs[i].Status == Current {
+			continue // settled already
+		}
 		ref := objs[i].Ref
 		m, known := mappings[ref.GVK]
 		if !known {

@@ -466,3 +466,34 @@ func TestWaitManyConfigMaps(t *testing.T) {
 		})
 	}
 }
+
+// Objects the caller observed Current after the apply (its answers) are taken as they are,
+// with no request; an observed object that is not Current yet is watched as usual.
+func TestWaitTakesObservedCurrentObjectsWithoutReadingThem(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	e := newEnv(t)
+	ctx := t.Context()
+
+	e.createConfigMap(t, "conf", ownerLabels)
+	e.createDeployment(t, "web", 1, unschedulable, nil)
+	cm, err := e.dyn.Resource(cmGVK.GroupVersion().WithResource("configmaps")).Namespace(e.ns).Get(ctx, "conf", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	web, err := e.dyn.Resource(deployGVK.GroupVersion().WithResource("deployments")).Namespace(e.ns).Get(ctx, "web", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	before := len(e.counter.seen())
+
+	_, err = e.checker.Wait(ctx, []ObjectRef{e.ref(cmGVK, "conf")}, Options{Observed: []*unstructured.Unstructured{cm}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(e.counter.seen()[before:]).To(BeEmpty(), "a ConfigMap observed Current costs no request")
+
+	report, err := e.checker.Wait(ctx, []ObjectRef{e.ref(cmGVK, "conf"), e.ref(deployGVK, "web")},
+		Options{Timeout: 2 * time.Second, Observed: []*unstructured.Unstructured{cm, web}})
+	g.Expect(err).To(MatchError(ErrTimeout))
+	g.Expect(report.Objects[0].Status).To(Equal(Current))
+	g.Expect(report.Objects[1].Status).To(Equal(InProgress), "the Deployment cannot roll out: it was watched, not taken as observed")
+	requests := e.counter.seen()[before:]
+	g.Expect(matching(requests, "/configmaps")).To(BeEmpty())
+	g.Expect(matching(requests, "/deployments")).NotTo(BeEmpty())
+	e.expectNoOpenWatch(g)
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,6 +96,11 @@ type Options struct {
 	// conditions were all written before it is stale — the object's controller has not
 	// judged the new spec yet — and counts as InProgress. Zero takes every status as is.
 	Since time.Time
+	// Observed are objects as read (or written) after Since, e.g. the answers of the apply
+	// being waited for. An object Current in them is not watched: a Namespace or a
+	// ServiceAccount is ready the moment it is written, and listing it again would only
+	// cost requests. Objects not Current in them are watched as usual.
+	Observed []*unstructured.Unstructured
 }
 
 func (o Options) timeout() time.Duration {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
 	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
@@ -41,18 +42,21 @@ type ApplyResult struct {
 	Created    int
 	Configured int
 	Unchanged  int
+	// Observed are the objects as the API server returned them: written, or dry-run when
+	// nothing was to be written. A health check starts from them instead of reading them again.
+	Observed []*unstructured.Unstructured
 }
 
 // Applier applies rendered objects with server-side apply, in stages: CRDs, Namespaces
-// and ClusterRoles first (and waited for), then class definitions, then the rest. Every
-// object of a stage is dry-run before any object of it is written, so an invalid object
-// leaves the stage untouched.
+// and ClusterRoles first (and waited for when the API server's answer does not show them
+// ready already), then class definitions, then the rest. Every object of a stage is dry-run
+// before any object of it is written, so an invalid object leaves the stage untouched.
 //
 // Within a stage everything runs concurrently: the dry-runs, then the writes of the
-// objects that differ. What the cluster holds is learnt from one list per kind and
-// namespace of the objects the SyncTarget already owns, so that an apply costs about one
-// dry-run per object plus one write per change — not a read, a dry-run and a sequential
-// write per object as fluxcd/pkg/ssa's ApplyAll does.
+// objects that differ. What the cluster holds is given by the caller (see checkOwnership)
+// or learnt from one list per kind and namespace of the objects the SyncTarget already
+// owns, so that an apply costs about one dry-run per object plus one write per change —
+// not a read, a dry-run and a sequential write per object as fluxcd/pkg/ssa's ApplyAll does.
 type Applier struct {
 	// Concurrency of the dry-runs and writes of one stage (default 16).
 	Concurrency int
@@ -64,8 +68,10 @@ var (
 )
 
 // Apply applies objects through c (an impersonating client when the SyncTarget names a
-// service account). The objects must carry their owner labels already.
-func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, timeout time.Duration) (ApplyResult, error) {
+// service account). The objects must carry their owner labels already. live holds what
+// the caller read of them already; nil has Apply list what the SyncTarget owns itself.
+func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, live liveObjects,
+	timeout time.Duration) (ApplyResult, error) {
 	var defs, classes, rest []*unstructured.Unstructured
 	for _, o := range objects {
 		switch {
@@ -78,6 +84,7 @@ func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstruct
 		}
 	}
 	cs := ssa.NewChangeSet()
+	var observed []*unstructured.Unstructured
 	var err error
 	for _, stage := range []struct {
 		objects []*unstructured.Unstructured
@@ -87,21 +94,34 @@ func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstruct
 			continue
 		}
 		var entries []ssa.ChangeSetEntry
-		entries, err = a.applyStage(ctx, c, stage.objects)
+		var got []*unstructured.Unstructured
+		entries, got, err = a.applyStage(ctx, c, stage.objects, live)
 		cs.Append(entries)
+		observed = append(observed, got...)
 		if err != nil {
 			break
 		}
 		if stage.wait {
+			// A Namespace or ClusterRole is ready once it exists, as the API server's answer
+			// shows; a new CRD needs a moment to be Established: only such objects are polled.
+			var unready []ssa.ChangeSetEntry
+			for i, e := range entries {
+				if !isCurrent(got[i]) {
+					unready = append(unready, e)
+				}
+			}
+			if len(unready) == 0 {
+				continue
+			}
 			poller := polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{})
 			rm := ssa.NewResourceManager(c, poller, ssa.Owner{Field: FieldManager, Group: convergev1.GroupVersion.Group})
-			set := (&ssa.ChangeSet{Entries: entries}).ToObjMetadataSet()
+			set := (&ssa.ChangeSet{Entries: unready}).ToObjMetadataSet()
 			if err = rm.WaitForSet(set, ssa.WaitOptions{Interval: 200 * time.Millisecond, Timeout: timeout}); err != nil {
 				break
 			}
 		}
 	}
-	res := ApplyResult{ChangeSet: cs}
+	res := ApplyResult{ChangeSet: cs, Observed: observed}
 	for _, e := range cs.Entries {
 		switch e.Action {
 		case ssa.CreatedAction:
@@ -119,33 +139,39 @@ func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstruct
 	return res, nil
 }
 
-// applyStage dry-runs every object, then writes those that differ from the cluster.
-// On error the entries of the objects written so far are returned with it.
-func (a Applier) applyStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured) ([]ssa.ChangeSetEntry, error) {
+// applyStage dry-runs every object, then writes those that differ from the cluster. It
+// returns, in the order of the entries, the objects as the API server last returned them
+// (nil for a skipped one). On error the entries and objects written so far are returned.
+func (a Applier) applyStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured,
+	live liveObjects) ([]ssa.ChangeSetEntry, []*unstructured.Unstructured, error) {
 	sort.Sort(ssa.SortableUnstructureds(objects))
 	concurrency := a.Concurrency
 	if concurrency <= 0 {
 		concurrency = defaultApplyConcurrency
 	}
-	live := listOwned(ctx, c, objects)
+	if live == nil {
+		live = listOwned(ctx, c, objects)
+	}
 
 	entries := make([]ssa.ChangeSetEntry, len(objects))
+	observed := make([]*unstructured.Unstructured, len(objects))
 	write := make([]bool, len(objects))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(concurrency)
 	for i, o := range objects {
 		g.Go(func() error {
-			action, err := plan(gctx, c, o, live.get(o))
+			action, dryRun, err := plan(gctx, c, o, live.get(o))
 			if err != nil {
 				return err
 			}
 			entries[i] = changeSetEntry(o, action)
+			observed[i] = dryRun
 			write[i] = action == ssa.CreatedAction || action == ssa.ConfiguredAction
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	var mu gosync.Mutex
@@ -164,28 +190,41 @@ func (a Applier) applyStage(ctx context.Context, c client.Client, objects []*uns
 			}
 			mu.Lock()
 			written[i] = true
+			observed[i] = applied
 			mu.Unlock()
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
 		var done []ssa.ChangeSetEntry
+		var got []*unstructured.Unstructured
 		for i := range objects {
 			if written[i] {
 				done = append(done, entries[i])
+				got = append(got, observed[i])
 			}
 		}
-		return done, err
+		return done, got, err
 	}
-	return entries, nil
+	return entries, observed, nil
 }
 
-// plan dry-runs o and says what applying it would do. existing is the live object when
-// it is known already (nil otherwise: it is then read only when the dry-run shows it exists).
-func plan(ctx context.Context, c client.Client, o *unstructured.Unstructured, existing *unstructured.Unstructured) (ssa.Action, error) {
+// isCurrent reports whether kstatus finds o (as the API server returned it) ready.
+func isCurrent(o *unstructured.Unstructured) bool {
+	if o == nil {
+		return false
+	}
+	res, err := kstatus.Compute(o)
+	return err == nil && res.Status == kstatus.CurrentStatus
+}
+
+// plan dry-runs o and says what applying it would do, with the dry-run's result (nil when
+// o is skipped). existing is the live object when it is known already (nil otherwise: it
+// is then read only when the dry-run shows it exists).
+func plan(ctx context.Context, c client.Client, o *unstructured.Unstructured, existing *unstructured.Unstructured) (ssa.Action, *unstructured.Unstructured, error) {
 	utils.RemoveCABundleFromCRD(o)
 	if utils.AnyInMetadata(o, exclusionSelector) || (existing != nil && utils.AnyInMetadata(existing, exclusionSelector)) {
-		return ssa.SkippedAction, nil
+		return ssa.SkippedAction, nil, nil
 	}
 	read := func() (*unstructured.Unstructured, error) {
 		if existing != nil {
@@ -208,37 +247,37 @@ func plan(ctx context.Context, c client.Client, o *unstructured.Unstructured, ex
 	if err != nil {
 		live, getErr := read()
 		if getErr == nil && live != nil && utils.AnyInMetadata(live, exclusionSelector) {
-			return ssa.SkippedAction, nil
+			return ssa.SkippedAction, nil, nil
 		}
 		if getErr == nil && live != nil && ssaerrors.IsImmutableError(err) &&
 			(utils.AnyInMetadata(o, forceSelector) || utils.AnyInMetadata(live, forceSelector)) {
 			if err := recreate(ctx, c, live); err != nil {
-				return "", fmt.Errorf("%s immutable field detected: %w", utils.FmtUnstructured(o), err)
+				return "", nil, fmt.Errorf("%s immutable field detected: %w", utils.FmtUnstructured(o), err)
 			}
 			dryRun = o.DeepCopy()
 			err = dryRunApply(ctx, c, dryRun)
 		}
 		if err != nil {
-			return "", ssaerrors.NewDryRunErr(err, dryRun)
+			return "", nil, ssaerrors.NewDryRunErr(err, dryRun)
 		}
 	}
 	if dryRun.GetResourceVersion() == "" {
-		return ssa.CreatedAction, nil
+		return ssa.CreatedAction, dryRun, nil
 	}
 	live, err := read()
 	if err != nil {
-		return "", fmt.Errorf("%s: reading the live object: %w", utils.FmtUnstructured(o), err)
+		return "", nil, fmt.Errorf("%s: reading the live object: %w", utils.FmtUnstructured(o), err)
 	}
 	if live == nil {
-		return ssa.CreatedAction, nil // deleted since the dry-run
+		return ssa.CreatedAction, dryRun, nil // deleted since the dry-run
 	}
 	if utils.AnyInMetadata(live, exclusionSelector) {
-		return ssa.SkippedAction, nil
+		return ssa.SkippedAction, nil, nil
 	}
 	if drifted(live, dryRun) {
-		return ssa.ConfiguredAction, nil
+		return ssa.ConfiguredAction, dryRun, nil
 	}
-	return ssa.UnchangedAction, nil
+	return ssa.UnchangedAction, dryRun, nil
 }
 
 func dryRunApply(ctx context.Context, c client.Client, o *unstructured.Unstructured) error {
@@ -300,6 +339,14 @@ func (l liveObjects) get(o *unstructured.Unstructured) *unstructured.Unstructure
 	return l[o.GroupVersionKind()][client.ObjectKeyFromObject(o)]
 }
 
+func (l liveObjects) add(gvk schema.GroupVersionKind, o *unstructured.Unstructured) {
+	if l[gvk] == nil {
+		l[gvk] = map[client.ObjectKey]*unstructured.Unstructured{}
+	}
+	o.SetGroupVersionKind(gvk)
+	l[gvk][client.ObjectKeyFromObject(o)] = o
+}
+
 // listOwned lists, per kind and namespace of objects, the live objects labelled for the
 // owner the objects carry. A list that fails (a kind not served yet, no right to list)
 // only means the objects concerned are read one by one when needed.
@@ -337,13 +384,8 @@ func listOwned(ctx context.Context, c client.Client, objects []*unstructured.Uns
 		if err := c.List(ctx, list, opts...); err != nil {
 			continue
 		}
-		if live[s.gvk] == nil {
-			live[s.gvk] = map[client.ObjectKey]*unstructured.Unstructured{}
-		}
 		for i := range list.Items {
-			item := &list.Items[i]
-			item.SetGroupVersionKind(s.gvk)
-			live[s.gvk][client.ObjectKeyFromObject(item)] = item
+			live.add(s.gvk, &list.Items[i])
 		}
 	}
 	return live

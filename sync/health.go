@@ -41,7 +41,7 @@ type WatchHealth struct {
 
 // Wait implements HealthChecker.
 func (h *WatchHealth) Wait(ctx context.Context, _ client.Client, st *convergev1.SyncTarget,
-	objects []*unstructured.Unstructured, since time.Time, timeout time.Duration) error {
+	objects, observed []*unstructured.Unstructured, since time.Time, timeout time.Duration) error {
 	refs := make([]health.ObjectRef, 0, len(objects)+len(st.Spec.HealthChecks))
 	for _, o := range objects {
 		refs = append(refs, health.RefForObject(o))
@@ -62,6 +62,7 @@ func (h *WatchHealth) Wait(ctx context.Context, _ client.Client, st *convergev1.
 		Exprs:    st.Spec.HealthCheckExprs,
 		Selector: labels.SelectorFromSet(st.OwnerLabels()),
 		Since:    since,
+		Observed: observed,
 	})
 	return err
 }

@@ -31,8 +31,9 @@ type Renderer interface {
 }
 
 // HealthChecker waits until the objects are healthy, or says which are not. A failure
-// reported before since (when the apply began) is taken as not judged yet.
+// reported before since (when the apply began) is taken as not judged yet. observed are
+// objects as the apply's answers showed them, after since: those ready then need no watch.
 type HealthChecker interface {
-	Wait(ctx context.Context, c client.Client, st *convergev1.SyncTarget, objects []*unstructured.Unstructured,
+	Wait(ctx context.Context, c client.Client, st *convergev1.SyncTarget, objects, observed []*unstructured.Unstructured,
 		since time.Time, timeout time.Duration) error
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	gosync "sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,6 +70,7 @@ func startReconciler(ctx context.Context, base *rest.Config) error {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			requests.Add(1)
+			recorder.record(req)
 			return rt.RoundTrip(req)
 		})
 	})
@@ -105,6 +107,36 @@ func startReconciler(ctx context.Context, base *rest.Config) error {
 		}
 	}()
 	return nil
+}
+
+// recorder keeps the requests the reconciler sends while a test records them.
+var recorder requestLog
+
+type requestLog struct {
+	mu   gosync.Mutex
+	on   bool
+	sent []string // "METHOD path?query"
+}
+
+func (l *requestLog) record(req *http.Request) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.on {
+		l.sent = append(l.sent, req.Method+" "+req.URL.RequestURI())
+	}
+}
+
+// start records from now on; the returned stop ends it and returns what was sent.
+func (l *requestLog) start() (stop func() []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.on, l.sent = true, nil
+	return func() []string {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.on = false
+		return l.sent
+	}
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

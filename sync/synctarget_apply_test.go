@@ -94,3 +94,48 @@ func TestRequestedAtRetriesARolledBackRevision(t *testing.T) {
 		g.Expect(ready(st).Reason).To(Equal(convergev1.RolledBackReason))
 	})
 }
+
+// TestColdSyncReadsEachObjectOnce: deploying objects that are alone of their kind in their
+// namespace costs, per object, one read, one dry-run and one write: no list, and no watch
+// for a health check of objects the apply's answer shows ready already.
+func TestColdSyncReadsEachObjectOnce(t *testing.T) {
+	f := newFixture(t)
+	rev := f.commit(map[string]string{
+		"deploy/conf.yaml": configMap("conf", "v"),
+		"deploy/sa.yaml":   "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa\n",
+		"deploy/svc.yaml": "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector:\n    app: web\n" +
+			"  ports:\n  - port: 80\n",
+	})
+	stop := recorder.start()
+	st := f.syncTarget("cold", nil)
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(rev), ready(st).Message)
+	})
+	var objectRequests []string // those about the objects: in the target namespace
+	for _, r := range stop() {
+		if strings.Contains(r, "/namespaces/"+f.app+"/") {
+			objectRequests = append(objectRequests, r)
+		}
+	}
+	t.Logf("%d requests about the objects:\n%s", len(objectRequests), strings.Join(objectRequests, "\n"))
+	g := NewWithT(t)
+	g.Expect(objectRequests).NotTo(ContainElement(ContainSubstring("watch=true")))
+	byName := func(method, kind, name string) string {
+		return method + " /api/v1/namespaces/" + f.app + "/" + kind + "/" + name
+	}
+	for _, o := range []struct{ kind, name string }{{"configmaps", "conf"}, {"serviceaccounts", "sa"}, {"services", "web"}} {
+		var reads, dryRuns, writes int
+		for _, r := range objectRequests {
+			switch {
+			case r == byName("GET", o.kind, o.name):
+				reads++
+			case strings.HasPrefix(r, byName("PATCH", o.kind, o.name)+"?") && strings.Contains(r, "dryRun=All"):
+				dryRuns++
+			case strings.HasPrefix(r, byName("PATCH", o.kind, o.name)+"?"):
+				writes++
+			}
+		}
+		g.Expect([]int{reads, dryRuns, writes}).To(Equal([]int{1, 1, 1}), "%s %s: reads, dry-runs, writes", o.kind, o.name)
+	}
+	g.Expect(objectRequests).To(HaveLen(9), "nothing else: no list of a kind")
+}

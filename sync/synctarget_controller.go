@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -61,11 +62,36 @@ type Reconciler struct {
 }
 
 // renderedSet is what the last successful sync of a SyncTarget applied, kept so that a
-// drifted object can be restored without rendering or applying anything else.
+// drifted object can be restored without rendering or applying anything else. Objects are
+// kept as JSON by inventory ID: a daemon serving a thousand SyncTargets holds every object
+// they apply, and JSON takes a fraction of the memory of decoded maps.
 type renderedSet struct {
 	revision   string
 	generation int64
-	objects    []*unstructured.Unstructured
+	objects    map[string][]byte
+}
+
+// newRenderedSet encodes objects; false if one cannot be (nothing is kept then).
+func newRenderedSet(revision string, generation int64, objects []*unstructured.Unstructured) (renderedSet, bool) {
+	set := renderedSet{revision: revision, generation: generation, objects: make(map[string][]byte, len(objects))}
+	for _, o := range objects {
+		raw, err := o.MarshalJSON()
+		if err != nil {
+			return set, false
+		}
+		set.objects[objectID(o)] = raw
+	}
+	return set, true
+}
+
+// unchanged reports whether o is what the set holds under its ID.
+func (s renderedSet) unchanged(o *unstructured.Unstructured) bool {
+	prev, ok := s.objects[objectID(o)]
+	if !ok {
+		return false
+	}
+	raw, err := o.MarshalJSON()
+	return err == nil && bytes.Equal(prev, raw)
 }
 
 // step results: what to do after a step.
@@ -296,24 +322,20 @@ type fullApplyKey struct{}
 // next revision may apply only what differs from them: the drift watcher runs and saw
 // nothing drift, the spec is the same, a full apply happened within the full sync
 // interval, and no user asked for a reconcile (which applies everything).
-func (r *Reconciler) incrementalBase(ctx context.Context, st *convergev1.SyncTarget) (map[string]*unstructured.Unstructured, bool) {
+func (r *Reconciler) incrementalBase(ctx context.Context, st *convergev1.SyncTarget) (renderedSet, bool) {
 	if r.Drift == nil || ctx.Value(fullApplyKey{}) != nil {
-		return nil, false
+		return renderedSet{}, false
 	}
 	key := client.ObjectKeyFromObject(st)
 	v, ok := r.rendered.Load(key)
 	if !ok || v.(renderedSet).generation != st.Generation || r.Drift.Pending(key) {
-		return nil, false
+		return renderedSet{}, false
 	}
 	t, ok := r.lastFull.Load(key)
 	if !ok || (r.FullSyncInterval > 0 && r.Clock.Since(t.(time.Time)) >= r.FullSyncInterval) {
-		return nil, false
+		return renderedSet{}, false
 	}
-	base := map[string]*unstructured.Unstructured{}
-	for _, o := range v.(renderedSet).objects {
-		base[objectID(o)] = o
-	}
-	return base, true
+	return v.(renderedSet), true
 }
 
 // heal restores the objects the drift watcher saw changed or deleted by someone else;
@@ -341,10 +363,16 @@ func (r *Reconciler) heal(ctx context.Context, st *convergev1.SyncTarget, revisi
 		return r.apply(ctx, st, revision)
 	}
 	var objects []*unstructured.Unstructured
-	for _, o := range set.objects {
-		if drifted[objectID(o)] {
-			objects = append(objects, o.DeepCopy())
+	for id := range drifted {
+		raw, ok := set.objects[id]
+		if !ok {
+			continue
 		}
+		o := &unstructured.Unstructured{}
+		if err := o.UnmarshalJSON(raw); err != nil {
+			return ctrl.Result{}, fmt.Errorf("restoring %s: %w", id, err)
+		}
+		objects = append(objects, o)
 	}
 	if len(objects) == 0 {
 		return r.interval(st), nil
@@ -353,7 +381,7 @@ func (r *Reconciler) heal(ctx context.Context, st *convergev1.SyncTarget, revisi
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res, err := r.Applier.Apply(ctx, c, objects, st.GetTimeout())
+	res, err := r.Applier.Apply(ctx, c, objects, nil, st.GetTimeout())
 	if err != nil {
 		r.event(st, corev1.EventTypeWarning, convergev1.ApplyFailedReason, revision, "restoring drifted objects: "+err.Error())
 		return ctrl.Result{}, err
@@ -502,7 +530,8 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 	if err != nil {
 		return nil, convergev1.ApplyFailedReason, err
 	}
-	if err := r.checkOwnership(ctx, c, st, objects); err != nil {
+	live, err := r.checkOwnership(ctx, c, st, objects)
+	if err != nil {
 		d.inventory = &convergev1.ResourceInventory{} // nothing was written
 		return d, convergev1.ApplyFailedReason, err
 	}
@@ -516,14 +545,14 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 		d.incremental = true
 		toApply = nil
 		for _, o := range objects {
-			if prev, found := base[objectID(o)]; found && equality.Semantic.DeepEqual(prev.Object, o.Object) {
+			if base.unchanged(o) {
 				unchanged = append(unchanged, o)
 			} else {
 				toApply = append(toApply, o)
 			}
 		}
 	}
-	d.applied, err = r.Applier.Apply(applyCtx, c, toApply, timeout)
+	d.applied, err = r.Applier.Apply(applyCtx, c, toApply, live, timeout)
 	if d.applied.ChangeSet != nil {
 		for _, o := range unchanged {
 			d.applied.ChangeSet.Add(changeSetEntry(o, ssa.UnchangedAction))
@@ -556,7 +585,7 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 		waitCtx, stopWait := context.WithCancelCause(applyCtx)
 		defer stopWait(nil)
 		go r.watchForNewerRevision(waitCtx, st, revision, stopWait)
-		if err := r.Health.Wait(waitCtx, r.Client, st, objects, since, timeout); err != nil {
+		if err := r.Health.Wait(waitCtx, r.Client, st, objects, d.applied.Observed, since, timeout); err != nil {
 			if cause := context.Cause(waitCtx); errors.Is(cause, errSuperseded) {
 				return d, supersededReason, cause
 			}
@@ -603,7 +632,11 @@ func (r *Reconciler) remember(st *convergev1.SyncTarget, revision string, object
 		return
 	}
 	key := client.ObjectKeyFromObject(st)
-	r.rendered.Store(key, renderedSet{revision: revision, generation: st.Generation, objects: objects})
+	if set, ok := newRenderedSet(revision, st.Generation, objects); ok {
+		r.rendered.Store(key, set)
+	} else {
+		r.rendered.Delete(key) // a full apply restores drift then
+	}
 	_ = r.Drift.Take(key) // what our own apply changed is not drift
 	if err := r.Drift.Watch(objects); err != nil {
 		r.event(st, corev1.EventTypeWarning, "WatchFailed", revision, err.Error())

@@ -20,8 +20,11 @@ func TestTwoSyncTargetsClaimOneObject(t *testing.T) {
 	f := newFixture(t)
 	rev := f.commit(map[string]string{
 		"first/shared.yaml":  configMap("shared", "first"),
+		"first/sa.yaml":      serviceAccount,
 		"second/shared.yaml": configMap("shared", "second"),
 		"second/own.yaml":    configMap("own", "second"),
+		// The only object of its kind in the namespace: read on its own, not listed.
+		"second/sa.yaml": serviceAccount,
 	})
 	first := f.syncTarget("first", func(st *convergev1.SyncTarget) { st.Spec.Path = "first" })
 	eventually(t, first, func(g Gomega, st *convergev1.SyncTarget) {
@@ -33,6 +36,7 @@ func TestTwoSyncTargetsClaimOneObject(t *testing.T) {
 		g.Expect(st.Status.History).NotTo(BeEmpty())
 		g.Expect(ready(st).Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(ready(st).Message).To(ContainSubstring("ConfigMap " + f.app + "/shared is managed by SyncTarget " + f.ns + "/first"))
+		g.Expect(ready(st).Message).To(ContainSubstring("ServiceAccount " + f.app + "/deployer is managed by SyncTarget " + f.ns + "/first"))
 		g.Expect(st.Status.History[0].Result).To(Equal(convergev1.SyncFailed))
 		g.Expect(st.Status.Inventory.Entries).To(BeEmpty(), "nothing was applied, so nothing is tracked")
 	})
@@ -51,8 +55,8 @@ func TestTwoSyncTargetsClaimOneObject(t *testing.T) {
 		HaveField("Type", corev1.EventTypeWarning),
 		HaveField("Message", ContainSubstring("belong to another SyncTarget")))))
 
-	// The second drops the object: it deploys, and the first's object stays untouched.
-	rev2 := f.remove("second/shared.yaml")
+	// The second drops the objects: it deploys, and the first's objects stay untouched.
+	rev2 := f.remove("second/shared.yaml", "second/sa.yaml")
 	eventually(t, second, func(g Gomega, st *convergev1.SyncTarget) {
 		g.Expect(st.Status.LastHealthyRevision).To(Equal(rev2))
 	})
@@ -62,8 +66,9 @@ func TestTwoSyncTargetsClaimOneObject(t *testing.T) {
 
 	// Once the first is gone (without pruning), the object is free to adopt.
 	latest := get(g, first)
+	patch := client.MergeFrom(latest.DeepCopy())
 	latest.Spec.Prune = false
-	g.Expect(k8s.Update(ctx, latest)).To(Succeed())
+	g.Expect(k8s.Patch(ctx, latest, patch)).To(Succeed())
 	eventually(t, first, func(g Gomega, st *convergev1.SyncTarget) {
 		g.Expect(st.Status.ObservedGeneration).To(Equal(st.Generation))
 	})
@@ -78,3 +83,5 @@ func TestTwoSyncTargetsClaimOneObject(t *testing.T) {
 	g.Expect(shared.Labels).To(HaveKeyWithValue(convergev1.NameLabel, "second"))
 	g.Expect(shared.Data["value"]).To(Equal("second"))
 }
+
+const serviceAccount = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n"
