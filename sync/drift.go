@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	gosync "sync"
@@ -77,6 +78,7 @@ func (w *DriftWatcher) start(gvr schema.GroupVersionResource) {
 	w.informers[gvr] = true
 	inf := metadatainformer.NewFilteredMetadataInformer(w.client, gvr, metav1.NamespaceAll, 0,
 		cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = convergev1.NameLabel }).Informer()
+	_ = inf.SetTransform(slimForDrift)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, obj any) {
 			m, ok := obj.(*metav1.PartialObjectMetadata)
@@ -98,6 +100,31 @@ func (w *DriftWatcher) start(gvr schema.GroupVersionResource) {
 		},
 	})
 	go inf.Run(w.ctx.Done())
+}
+
+// slimForDrift keeps of an object what drift detection reads: its identity, labels and
+// who wrote it when, with the fields each writer owns reduced to a digest. The informers
+// hold every object converge manages; annotations and managed fields would be most of it.
+func slimForDrift(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	slim := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Generation: m.Generation, DeletionTimestamp: m.DeletionTimestamp, Labels: m.Labels,
+	}}
+	if len(m.ManagedFields) > 0 {
+		slim.ManagedFields = make([]metav1.ManagedFieldsEntry, len(m.ManagedFields))
+	}
+	for i, e := range m.ManagedFields {
+		if e.FieldsV1 != nil {
+			sum := sha256.Sum256(e.FieldsV1.GetRawBytes())
+			e.FieldsV1 = metav1.NewFieldsV1(string(sum[:]))
+		}
+		slim.ManagedFields[i] = e
+	}
+	return slim, nil
 }
 
 // changedByOthers reports whether the newest write to the object, status writes aside,
