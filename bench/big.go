@@ -175,7 +175,11 @@ func (b *Bench) bigConverge(ctx context.Context, g *bigGroup, rep int) error {
 		return err
 	}
 	g.s.cold = append(g.s.cold, cold)
-	b.logf("big rep %d/%d: converge cold sync → Ready in %s", rep+1, b.cfg.Reps, cold.Round(time.Millisecond))
+	phases, err := d.phases(ctx)
+	if err != nil {
+		return err
+	}
+	b.logf("big rep %d/%d: converge cold sync → Ready in %s (%s)", rep+1, b.cfg.Reps, cold.Round(time.Millisecond), phases)
 
 	if b.cfg.runs(workloadIdle) {
 		s, err := b.measureIdle(ctx, d, rep)

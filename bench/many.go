@@ -130,7 +130,7 @@ func (b *Bench) manyOnce(ctx context.Context, rep, n int, url, revision string, 
 	if err != nil {
 		return r, err
 	}
-	r.requests = api1.minus(api0).top(40)
+	r.requests = api1.minus(api0).top(12)
 	r.daemonSent = c1.requests.minus(c0.requests)
 	r.reconciles = c1.reconciles - c0.reconciles
 	if r.rss, err = peakRSS(d.pid()); err != nil {

@@ -17,6 +17,11 @@ var (
 		Help:    "Duration of a sync attempt from fetch to recorded result, by result.",
 		Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
 	}, []string{"result"})
+	phaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "converge_sync_phase_duration_seconds",
+		Help:    "Duration of each phase of a deploy: checkout, render, ownership (reading what the cluster holds), apply, prune, health.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+	}, []string{"phase"})
 	objectsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "converge_objects_total",
 		Help: "Objects written by syncs, by action (created, configured, pruned, restored).",
@@ -29,5 +34,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(syncTotal, syncDuration, objectsTotal, seenToHealthy)
+	metrics.Registry.MustRegister(syncTotal, syncDuration, phaseDuration, objectsTotal, seenToHealthy)
 }

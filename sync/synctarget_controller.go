@@ -516,14 +516,17 @@ func (r *Reconciler) apply(ctx context.Context, st *convergev1.SyncTarget, revis
 // revision. It returns the reason to report when it fails.
 func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revision string,
 	previous *convergev1.ResourceInventory) (*deployment, string, error) {
+	t := r.Clock.Now()
 	dir, err := r.Fetcher.Checkout(ctx, st, revision)
 	if err != nil {
 		return nil, convergev1.FetchFailedReason, err
 	}
+	t = r.timed("checkout", t)
 	objects, err := r.Renderer.Render(ctx, st, dir)
 	if err != nil {
 		return nil, convergev1.BuildFailedReason, err
 	}
+	t = r.timed("render", t)
 	d := &deployment{revision: revision, objects: objects, inventory: NewInventory(objects)}
 
 	c, err := r.clientFor(st)
@@ -535,6 +538,7 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 		d.inventory = &convergev1.ResourceInventory{} // nothing was written
 		return d, convergev1.ApplyFailedReason, err
 	}
+	t = r.timed("ownership", t)
 	timeout := st.GetTimeout()
 	since := r.Clock.Now()
 	applyCtx, cancel := context.WithTimeout(ctx, timeout)
@@ -563,6 +567,7 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 		d.inventory = changedInventory(d.applied)
 		return d, convergev1.ApplyFailedReason, err
 	}
+	t = r.timed("apply", t)
 
 	if st.Spec.Prune {
 		stale := Stale(previous, d.inventory)
@@ -574,6 +579,7 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 		if err != nil {
 			return d, convergev1.PruneFailedReason, fmt.Errorf("%w: %w", errRetryPrune, err)
 		}
+		t = r.timed("prune", t)
 	}
 
 	if st.WaitEnabled() && r.Health != nil {
@@ -591,8 +597,16 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 			}
 			return d, convergev1.HealthCheckFailedReason, err
 		}
+		r.timed("health", t)
 	}
 	return d, "", nil
+}
+
+// timed records how long a phase of a deploy took since start, and returns now.
+func (r *Reconciler) timed(phase string, start time.Time) time.Time {
+	now := r.Clock.Now()
+	phaseDuration.WithLabelValues(phase).Observe(now.Sub(start).Seconds())
+	return now
 }
 
 // errRetryPrune marks deletes that failed: the revision is applied, the objects stay in
