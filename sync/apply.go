@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -119,6 +120,11 @@ func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstruct
 			if err = rm.WaitForSet(set, ssa.WaitOptions{Interval: 200 * time.Millisecond, Timeout: timeout}); err != nil {
 				break
 			}
+			// An Established CRD is not always in discovery yet: the objects of its kind
+			// that come next would fail their dry-run with "no matches for kind".
+			if err = waitForKinds(ctx, c.RESTMapper(), stage.objects, timeout); err != nil {
+				break
+			}
 		}
 	}
 	res := ApplyResult{ChangeSet: cs, Observed: observed}
@@ -207,6 +213,45 @@ func (a Applier) applyStage(ctx context.Context, c client.Client, objects []*uns
 		return done, got, err
 	}
 	return entries, observed, nil
+}
+
+// waitForKinds waits until the REST mapper knows every served version of the kinds the
+// CRDs among objects define.
+func waitForKinds(ctx context.Context, mapper meta.RESTMapper, objects []*unstructured.Unstructured, timeout time.Duration) error {
+	type kind struct {
+		gk      schema.GroupKind
+		version string
+	}
+	var kinds []kind
+	for _, o := range objects {
+		if o.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}) {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+		name, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
+		for _, v := range versions {
+			m, _ := v.(map[string]any)
+			version, _ := m["name"].(string)
+			if served, _ := m["served"].(bool); served && version != "" {
+				kinds = append(kinds, kind{schema.GroupKind{Group: group, Kind: name}, version})
+			}
+		}
+	}
+	var missing kind
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		for _, k := range kinds {
+			if _, err := mapper.RESTMapping(k.gk, k.version); err != nil {
+				missing = k
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s %s/%s is not served yet: %w", missing.gk.Kind, missing.gk.Group, missing.version, err)
+	}
+	return nil
 }
 
 // isCurrent reports whether kstatus finds o (as the API server returned it) ready.
