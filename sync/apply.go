@@ -103,26 +103,7 @@ func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstruct
 			break
 		}
 		if stage.wait {
-			// A Namespace or ClusterRole is ready once it exists, as the API server's answer
-			// shows; a new CRD needs a moment to be Established: only such objects are polled.
-			var unready []ssa.ChangeSetEntry
-			for i, e := range entries {
-				if !isCurrent(got[i]) {
-					unready = append(unready, e)
-				}
-			}
-			if len(unready) == 0 {
-				continue
-			}
-			poller := polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{})
-			rm := ssa.NewResourceManager(c, poller, ssa.Owner{Field: FieldManager, Group: convergev1.GroupVersion.Group})
-			set := (&ssa.ChangeSet{Entries: unready}).ToObjMetadataSet()
-			if err = rm.WaitForSet(set, ssa.WaitOptions{Interval: 200 * time.Millisecond, Timeout: timeout}); err != nil {
-				break
-			}
-			// An Established CRD is not always in discovery yet: the objects of its kind
-			// that come next would fail their dry-run with "no matches for kind".
-			if err = waitForKinds(ctx, c.RESTMapper(), stage.objects, timeout); err != nil {
+			if err = waitForStage(ctx, c, stage.objects, entries, got, timeout); err != nil {
 				break
 			}
 		}
@@ -213,6 +194,31 @@ func (a Applier) applyStage(ctx context.Context, c client.Client, objects []*uns
 		return done, got, err
 	}
 	return entries, observed, nil
+}
+
+// waitForStage waits until the objects of a stage that later stages may depend on are
+// ready. A Namespace or ClusterRole is ready once it exists, as the API server's answer
+// shows; a new CRD needs a moment to be Established: only such objects are polled. Then,
+// as an Established CRD is not always in discovery yet, the kinds of the stage's CRDs are
+// waited for too, or the objects of those kinds that come next would fail their dry-run
+// with "no matches for kind".
+func waitForStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured,
+	entries []ssa.ChangeSetEntry, got []*unstructured.Unstructured, timeout time.Duration) error {
+	var unready []ssa.ChangeSetEntry
+	for i, e := range entries {
+		if !isCurrent(got[i]) {
+			unready = append(unready, e)
+		}
+	}
+	if len(unready) > 0 {
+		poller := polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{})
+		rm := ssa.NewResourceManager(c, poller, ssa.Owner{Field: FieldManager, Group: convergev1.GroupVersion.Group})
+		set := (&ssa.ChangeSet{Entries: unready}).ToObjMetadataSet()
+		if err := rm.WaitForSet(set, ssa.WaitOptions{Interval: 200 * time.Millisecond, Timeout: timeout}); err != nil {
+			return err
+		}
+	}
+	return waitForKinds(ctx, c.RESTMapper(), objects, timeout)
 }
 
 // waitForKinds waits until the REST mapper knows every served version of the kinds the
