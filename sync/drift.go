@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // DriftWatcher watches the objects SyncTargets manage — metadata only, narrowed by the
@@ -137,11 +138,11 @@ func changedByOthers(m *metav1.PartialObjectMetadata) bool {
 			continue
 		}
 		if newest == nil || e.Time.After(newest.Time.Time) ||
-			(e.Time.Equal(newest.Time) && e.Manager != FieldManager) {
+			(e.Time.Equal(newest.Time) && e.Manager != apply.FieldManager) {
 			newest = e
 		}
 	}
-	return newest != nil && newest.Manager != FieldManager
+	return newest != nil && newest.Manager != apply.FieldManager
 }
 
 // untimedWriteByOthers reports a managed fields entry of another manager, status writes
@@ -150,7 +151,7 @@ func changedByOthers(m *metav1.PartialObjectMetadata) bool {
 // cannot see them.
 func untimedWriteByOthers(old, m *metav1.PartialObjectMetadata) bool {
 	for _, e := range m.ManagedFields {
-		if e.Time != nil || e.Subresource == "status" || e.Manager == FieldManager {
+		if e.Time != nil || e.Subresource == "status" || e.Manager == apply.FieldManager {
 			continue
 		}
 		if old == nil || !slices.ContainsFunc(old.ManagedFields, func(o metav1.ManagedFieldsEntry) bool {

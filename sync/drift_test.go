@@ -6,6 +6,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // The drift informers keep slim copies; what drift detection decides from them is what it
@@ -21,7 +23,7 @@ func TestSlimForDriftKeepsWhatDriftDetectionReads(t *testing.T) {
 				Labels:      map[string]string{"converge.dev/name": "app", "converge.dev/namespace": "team"},
 				Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"big":"blob"}`},
 				ManagedFields: []metav1.ManagedFieldsEntry{
-					{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, Time: &now,
+					{Manager: apply.FieldManager, Operation: metav1.ManagedFieldsOperationApply, Time: &now,
 						FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)},
 					// kubectl scale: written through the scale subresource, without a time.
 					{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate,

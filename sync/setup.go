@@ -11,6 +11,7 @@ import (
 
 	"github.com/converge-gitops/converge/health"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // ReconcilerOptions are the settings of the daemon's reconciler.
@@ -75,7 +76,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		Fetcher:               fetcher,
 		Renderer:              KustomizeRenderer{Mapper: mgr.GetRESTMapper()},
 		Health:                watchHealth,
-		Applier:               Applier{Concurrency: o.ApplyConcurrency},
+		Applier:               apply.Applier{Concurrency: o.ApplyConcurrency},
 		Clock:                 clock.RealClock{},
 		DefaultServiceAccount: o.DefaultServiceAccount,
 		FullSyncInterval:      o.FullSyncInterval,

@@ -25,6 +25,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/health"
+	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // Finalizer lets converge prune (or orphan) a SyncTarget's objects when it is deleted.
@@ -43,7 +44,7 @@ type Reconciler struct {
 	Fetcher  Fetcher
 	Renderer Renderer
 	Health   HealthChecker
-	Applier  Applier
+	Applier  apply.Applier
 	Clock    clock.Clock
 	// DefaultServiceAccount is impersonated for SyncTargets that name none (multi-tenancy).
 	DefaultServiceAccount string
@@ -79,14 +80,14 @@ func newRenderedSet(revision string, generation int64, objects []*unstructured.U
 		if err != nil {
 			return set, false
 		}
-		set.objects[objectID(o)] = raw
+		set.objects[apply.ObjectID(o)] = raw
 	}
 	return set, true
 }
 
 // unchanged reports whether o is what the set holds under its ID.
 func (s renderedSet) unchanged(o *unstructured.Unstructured) bool {
-	prev, ok := s.objects[objectID(o)]
+	prev, ok := s.objects[apply.ObjectID(o)]
 	if !ok {
 		return false
 	}
@@ -401,7 +402,7 @@ func inventoryObjects(inv *convergev1.ResourceInventory) []*unstructured.Unstruc
 	}
 	out := make([]*unstructured.Unstructured, 0, len(inv.Entries))
 	for _, e := range inv.Entries {
-		if u, err := entryObject(e); err == nil {
+		if u, err := apply.EntryObject(e); err == nil {
 			out = append(out, u)
 		}
 	}
@@ -420,8 +421,8 @@ type deployment struct {
 	revision  string
 	objects   []*unstructured.Unstructured
 	inventory *convergev1.ResourceInventory
-	applied   ApplyResult
-	pruned    PruneResult
+	applied   apply.Result
+	pruned    apply.PruneResult
 	// incremental: only the objects that changed since the last sync were applied.
 	incremental bool
 }
@@ -440,7 +441,7 @@ func (r *Reconciler) apply(ctx context.Context, st *convergev1.SyncTarget, revis
 	if err == nil {
 		st.Status.LastAppliedRevision = revision
 		st.Status.LastHealthyRevision = revision
-		st.Status.Inventory = MergeInventory(d.inventory, d.pruned.Failed)
+		st.Status.Inventory = apply.MergeInventory(d.inventory, d.pruned.Failed)
 		msg := fmt.Sprintf("applied revision %s: %s", revision, summary(d.applied, len(d.pruned.Deleted)))
 		markReady(st, msg)
 		r.record(st, started, revision, convergev1.SyncSucceeded, d, msg)
@@ -455,14 +456,14 @@ func (r *Reconciler) apply(ctx context.Context, st *convergev1.SyncTarget, revis
 
 	// Whatever R wrote stays tracked, so that a rollback or the next revision can prune it.
 	if d != nil {
-		st.Status.Inventory = MergeInventory(st.Status.Inventory, d.inventory.Entries)
+		st.Status.Inventory = apply.MergeInventory(st.Status.Inventory, d.inventory.Entries)
 		if d.applied.Created+d.applied.Configured > 0 {
 			st.Status.LastAppliedRevision = revision
 		}
 	}
 	if errors.Is(err, errRetryPrune) {
 		st.Status.LastAppliedRevision = revision
-		st.Status.Inventory = MergeInventory(d.inventory, d.pruned.Failed)
+		st.Status.Inventory = apply.MergeInventory(d.inventory, d.pruned.Failed)
 		msg := fmt.Sprintf("revision %s applied, but %v (retrying)", revision, err)
 		markFailed(st, convergev1.PruneFailedReason, msg, false)
 		r.event(st, corev1.EventTypeWarning, convergev1.PruneFailedReason, revision, msg)
@@ -495,7 +496,7 @@ func (r *Reconciler) apply(ctx context.Context, st *convergev1.SyncTarget, revis
 	if rbErr != nil {
 		msg := fmt.Sprintf("%s; rolling back to %s failed too: %v", failMsg, healthy, rbErr)
 		if rb != nil {
-			st.Status.Inventory = MergeInventory(st.Status.Inventory, rb.inventory.Entries)
+			st.Status.Inventory = apply.MergeInventory(st.Status.Inventory, rb.inventory.Entries)
 		}
 		markFailed(st, reason, msg, true)
 		r.record(st, started, revision, convergev1.SyncFailed, d, msg)
@@ -503,7 +504,7 @@ func (r *Reconciler) apply(ctx context.Context, st *convergev1.SyncTarget, revis
 		return r.interval(st), nil
 	}
 	st.Status.LastAppliedRevision = healthy
-	st.Status.Inventory = MergeInventory(rb.inventory, rb.pruned.Failed)
+	st.Status.Inventory = apply.MergeInventory(rb.inventory, rb.pruned.Failed)
 	r.remember(st, healthy, rb.objects)
 	msg := fmt.Sprintf("%s; rolled back to %s (%s)", failMsg, healthy, summary(rb.applied, len(rb.pruned.Deleted)))
 	markFailed(st, convergev1.RolledBackReason, msg, true)
@@ -527,7 +528,7 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 		return nil, convergev1.BuildFailedReason, err
 	}
 	t = r.timed("render", t)
-	d := &deployment{revision: revision, objects: objects, inventory: NewInventory(objects)}
+	d := &deployment{revision: revision, objects: objects, inventory: apply.NewInventory(objects)}
 
 	c, err := r.clientFor(st)
 	if err != nil {
@@ -559,7 +560,7 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 	d.applied, err = r.Applier.Apply(applyCtx, c, toApply, live, timeout)
 	if d.applied.ChangeSet != nil {
 		for _, o := range unchanged {
-			d.applied.ChangeSet.Add(changeSetEntry(o, ssa.UnchangedAction))
+			d.applied.ChangeSet.Add(apply.ChangeSetEntry(o, ssa.UnchangedAction))
 		}
 		d.applied.Unchanged += len(unchanged)
 	}
@@ -570,12 +571,11 @@ func (r *Reconciler) deploy(ctx context.Context, st *convergev1.SyncTarget, revi
 	t = r.timed("apply", t)
 
 	if st.Spec.Prune {
-		stale := Stale(previous, d.inventory)
-		if len(objects) == 0 && len(stale) > 0 && !st.Spec.AllowEmpty {
-			return d, convergev1.PruneFailedReason, fmt.Errorf(
-				"revision %s renders no objects: refusing to prune all %d objects (set spec.allowEmpty to allow it)", revision, len(stale))
+		stale := apply.Stale(previous, d.inventory)
+		if err := apply.GuardEmpty(len(objects), stale, st.Spec.AllowEmpty); err != nil {
+			return d, convergev1.PruneFailedReason, fmt.Errorf("revision %s %w", revision, err)
 		}
-		d.pruned, err = Prune(applyCtx, c, client.ObjectKeyFromObject(st), stale)
+		d.pruned, err = apply.Prune(applyCtx, c, client.ObjectKeyFromObject(st), stale)
 		if err != nil {
 			return d, convergev1.PruneFailedReason, fmt.Errorf("%w: %w", errRetryPrune, err)
 		}
@@ -658,7 +658,7 @@ func (r *Reconciler) remember(st *convergev1.SyncTarget, revision string, object
 }
 
 // changedInventory lists what a failed apply created or changed before it stopped.
-func changedInventory(res ApplyResult) *convergev1.ResourceInventory {
+func changedInventory(res apply.Result) *convergev1.ResourceInventory {
 	inv := &convergev1.ResourceInventory{}
 	if res.ChangeSet == nil {
 		return inv
@@ -668,7 +668,7 @@ func changedInventory(res ApplyResult) *convergev1.ResourceInventory {
 			inv.Entries = append(inv.Entries, convergev1.InventoryEntry{ID: e.ObjMetadata.String(), Version: e.GroupVersion})
 		}
 	}
-	sortEntries(inv.Entries)
+	apply.SortEntries(inv.Entries)
 	return inv
 }
 
@@ -752,7 +752,7 @@ func (r *Reconciler) finalize(ctx context.Context, st *convergev1.SyncTarget) (c
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		res, err := Prune(ctx, c, client.ObjectKeyFromObject(st), st.Status.Inventory.Entries)
+		res, err := apply.Prune(ctx, c, client.ObjectKeyFromObject(st), st.Status.Inventory.Entries)
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("pruning on delete: %w", err)
 		}

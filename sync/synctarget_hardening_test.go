@@ -40,6 +40,7 @@ import (
 	"github.com/converge-gitops/converge/internal/gittest"
 	"github.com/converge-gitops/converge/sources"
 	convergesync "github.com/converge-gitops/converge/sync"
+	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // sha of a revision string such as main@sha1:<hex>.
@@ -533,7 +534,7 @@ func TestHardeningDefaultServiceAccount(t *testing.T) {
 	reconciler := func(defaultServiceAccount string) *convergesync.Reconciler {
 		return &convergesync.Reconciler{
 			Client: c, Config: admin, Fetcher: dirFetcher(dir), Renderer: convergesync.KustomizeRenderer{Mapper: mapper},
-			Applier: convergesync.Applier{}, Clock: clock.RealClock{}, DefaultServiceAccount: defaultServiceAccount,
+			Applier: apply.Applier{}, Clock: clock.RealClock{}, DefaultServiceAccount: defaultServiceAccount,
 		}
 	}
 	run := func(r *convergesync.Reconciler, st *convergev1.SyncTarget) *metav1.Condition {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // maxMessage bounds condition and history messages, which live in the object's status.
@@ -90,7 +91,7 @@ func lastResult(st *convergev1.SyncTarget, revision string) (convergev1.SyncResu
 	return st.Status.History[0].Result, true
 }
 
-func summary(res ApplyResult, deleted int) string {
+func summary(res apply.Result, deleted int) string {
 	parts := []string{}
 	for _, p := range []struct {
 		n    int

@@ -22,7 +22,7 @@ import (
 	"github.com/converge-gitops/converge/internal/gittest"
 	"github.com/converge-gitops/converge/internal/localcluster"
 	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
-	convergesync "github.com/converge-gitops/converge/sync"
+	syncapply "github.com/converge-gitops/converge/sync/apply"
 )
 
 // The -update flag rewrites golden files; other tests of the package may declare it too.
@@ -122,7 +122,7 @@ func TestDiffAgainstCluster(t *testing.T) {
 		t.Helper()
 		for _, o := range objs {
 			err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
-				client.ForceOwnership, client.FieldOwner(convergesync.FieldManager))
+				client.ForceOwnership, client.FieldOwner(syncapply.FieldManager))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +177,7 @@ func TestDiffAgainstCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	inv := convergesync.NewInventory(applied)
+	inv := syncapply.NewInventory(applied)
 	inv.Entries = append(inv.Entries,
 		convergev1.InventoryEntry{ID: "shop-diff_not-mine__ConfigMap", Version: "v1"},
 		convergev1.InventoryEntry{ID: "shop-diff_keep-me__ConfigMap", Version: "v1"})

@@ -18,7 +18,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/config"
-	convergesync "github.com/converge-gitops/converge/sync"
+	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // installNamespace is where the daemon runs.
@@ -110,7 +110,7 @@ func (o *installOptions) run(ctx context.Context, out io.Writer) error {
 	}
 	// CRDs, namespaces and cluster roles first, waited for (the CRD Established); then the rest.
 	rm := ssa.NewResourceManager(c, polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{}),
-		ssa.Owner{Field: convergesync.FieldManager, Group: convergev1.GroupVersion.Group})
+		ssa.Owner{Field: apply.FieldManager, Group: convergev1.GroupVersion.Group})
 	opts := ssa.DefaultApplyOptions()
 	opts.WaitInterval = 500 * time.Millisecond
 	opts.WaitTimeout = o.timeout

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
-	convergesync "github.com/converge-gitops/converge/sync"
+	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // owner is the SyncTarget the tests render for; it need not exist.
@@ -61,7 +61,7 @@ func (f *fixture) apply(objs ...*unstructured.Unstructured) {
 	f.t.Helper()
 	for _, o := range objs {
 		err := f.c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
-			client.ForceOwnership, client.FieldOwner(convergesync.FieldManager))
+			client.ForceOwnership, client.FieldOwner(apply.FieldManager))
 		if err != nil {
 			f.t.Fatalf("applying %s: %v", describe(o), err)
 		}
@@ -316,7 +316,7 @@ func TestComputeRefusesToPruneEverything(t *testing.T) {
 	f := newFixture(t)
 	objs := f.render(map[string]string{"cm.yaml": strings.ReplaceAll(configMap, "MODE", "blue")})
 	f.apply(objs...)
-	inv := convergesync.NewInventory(objs)
+	inv := apply.NewInventory(objs)
 
 	_, err := f.compute(nil, Options{Owner: owner, Prune: true, Inventory: inv})
 	g.Expect(err).To(MatchError(ContainSubstring("refuses to prune all 1 objects")))
@@ -430,7 +430,7 @@ func TestComputeImmutableField(t *testing.T) {
 	t.Run("recreated when forced", func(t *testing.T) {
 		g := NewWithT(t)
 		forced := strings.Replace(changed, "metadata: {name: web}",
-			"metadata: {name: web, annotations: {"+convergesync.ForceAnnotation+": enabled}}", 1)
+			"metadata: {name: web, annotations: {"+apply.ForceAnnotation+": enabled}}", 1)
 		r, err := f.compute(f.render(map[string]string{"deploy.yaml": forced}), Options{Owner: owner})
 		g.Expect(err).NotTo(HaveOccurred())
 		web := verdictOf(t, r, "Deployment", "web")

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
-	convergesync "github.com/converge-gitops/converge/sync"
+	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // Action is what an apply would do to one object.
@@ -253,7 +253,7 @@ func (e *engine) object(ctx context.Context, desired *unstructured.Unstructured)
 
 	after := desired.DeepCopy()
 	err = e.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(after),
-		client.DryRunAll, client.ForceOwnership, client.FieldOwner(convergesync.FieldManager))
+		client.DryRunAll, client.ForceOwnership, client.FieldOwner(apply.FieldManager))
 	if err != nil {
 		switch {
 		case live == nil && desired.GetNamespace() != "" && missingNamespace(err, desired.GetNamespace()):
@@ -267,10 +267,10 @@ func (e *engine) object(ctx context.Context, desired *unstructured.Unstructured)
 				"not dry-run: its kind is defined by a CustomResourceDefinition of this change")
 		case live != nil && ssaerrors.IsImmutableError(err) && forced(desired, live):
 			return verdict(Change, desired, nil, nil, joinNotes(note,
-				"an immutable field changes: converge deletes and recreates it ("+convergesync.ForceAnnotation+": enabled)"))
+				"an immutable field changes: converge deletes and recreates it ("+apply.ForceAnnotation+": enabled)"))
 		}
 		// The API server quotes an invalid value in its error: a Secret's must not show.
-		return Object{}, convergesync.RedactSecretValues(fmt.Errorf("dry-run of %s failed: %w", ref, err),
+		return Object{}, apply.RedactSecretValues(fmt.Errorf("dry-run of %s failed: %w", ref, err),
 			[]*unstructured.Unstructured{desired})
 	}
 
@@ -291,7 +291,7 @@ func (e *engine) ownerNote(live *unstructured.Unstructured) string {
 	}
 	l := live.GetLabels()
 	name, ns := l[convergev1.NameLabel], l[convergev1.NamespaceLabel]
-	if name == "" || convergesync.Owns(client.ObjectKey(e.opts.Owner), live) {
+	if name == "" || apply.Owns(client.ObjectKey(e.opts.Owner), live) {
 		return ""
 	}
 	return fmt.Sprintf("managed by SyncTarget %s/%s now", ns, name)
@@ -300,7 +300,7 @@ func (e *engine) ownerNote(live *unstructured.Unstructured) string {
 // prune lists the objects of the inventory that are no longer rendered and that the
 // daemon would delete: still there, owned by this SyncTarget, not opted out.
 func (e *engine) prune(ctx context.Context, objects []*unstructured.Unstructured) ([]Object, error) {
-	stale := convergesync.Stale(e.opts.Inventory, convergesync.NewInventory(objects))
+	stale := apply.Stale(e.opts.Inventory, apply.NewInventory(objects))
 	if len(objects) == 0 && len(stale) > 0 && !e.opts.AllowEmpty {
 		return nil, fmt.Errorf("the change renders no objects: converge refuses to prune all %d objects of the SyncTarget (set spec.allowEmpty to allow it)", len(stale))
 	}
@@ -321,7 +321,7 @@ func (e *engine) prune(ctx context.Context, objects []*unstructured.Unstructured
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", describe(live), err)
 		}
-		if !convergesync.Owns(client.ObjectKey(e.opts.Owner), live) ||
+		if !apply.Owns(client.ObjectKey(e.opts.Owner), live) ||
 			live.GetAnnotations()[convergev1.PruneAnnotation] == convergev1.DisabledValue {
 			continue
 		}
@@ -377,7 +377,7 @@ func bodyOf(u *unstructured.Unstructured) *unstructured.Unstructured {
 
 // forced is true when the daemon may delete and recreate the object.
 func forced(desired, live *unstructured.Unstructured) bool {
-	sel := map[string]string{convergesync.ForceAnnotation: "enabled"}
+	sel := map[string]string{apply.ForceAnnotation: "enabled"}
 	return ssautils.AnyInMetadata(desired, sel) || ssautils.AnyInMetadata(live, sel)
 }
 

@@ -1,4 +1,4 @@
-package sync
+package apply
 
 import (
 	"fmt"
@@ -17,20 +17,21 @@ func NewInventory(objects []*unstructured.Unstructured) *convergev1.ResourceInve
 	inv := &convergev1.ResourceInventory{Entries: make([]convergev1.InventoryEntry, 0, len(objects))}
 	for _, o := range objects {
 		inv.Entries = append(inv.Entries, convergev1.InventoryEntry{
-			ID:      objectID(o),
+			ID:      ObjectID(o),
 			Version: o.GroupVersionKind().Version,
 		})
 	}
-	sortEntries(inv.Entries)
+	SortEntries(inv.Entries)
 	return inv
 }
 
-func sortEntries(e []convergev1.InventoryEntry) {
+// SortEntries sorts inventory entries by ID, the order of an inventory.
+func SortEntries(e []convergev1.InventoryEntry) {
 	sort.Slice(e, func(i, j int) bool { return e[i].ID < e[j].ID })
 }
 
-// objectID is the inventory ID of an object.
-func objectID(o *unstructured.Unstructured) string {
+// ObjectID is the inventory ID of an object: "<namespace>_<name>_<group>_<kind>".
+func ObjectID(o *unstructured.Unstructured) string {
 	return object.UnstructuredToObjMetadata(o).String()
 }
 
@@ -71,12 +72,12 @@ func MergeInventory(inv *convergev1.ResourceInventory, extra []convergev1.Invent
 			have[e.ID] = true
 		}
 	}
-	sortEntries(out.Entries)
+	SortEntries(out.Entries)
 	return out
 }
 
-// entryObject returns an empty object carrying the identity of an inventory entry.
-func entryObject(e convergev1.InventoryEntry) (*unstructured.Unstructured, error) {
+// EntryObject returns an empty object carrying the identity of an inventory entry.
+func EntryObject(e convergev1.InventoryEntry) (*unstructured.Unstructured, error) {
 	m, err := object.ParseObjMetadata(e.ID)
 	if err != nil {
 		return nil, fmt.Errorf("invalid inventory entry %q: %w", e.ID, err)
@@ -88,8 +89,8 @@ func entryObject(e convergev1.InventoryEntry) (*unstructured.Unstructured, error
 	return u, nil
 }
 
-// describe names an object the way every converge message does ("apps/v1 Deployment
+// Describe names an object the way every converge message does ("apps/v1 Deployment
 // shop/web"): with health's formatter, so prune and health messages read alike.
-func describe(u *unstructured.Unstructured) string {
+func Describe(u *unstructured.Unstructured) string {
 	return health.RefForObject(u).String()
 }

@@ -1,4 +1,4 @@
-package sync
+package apply
 
 import (
 	"encoding/base64"
@@ -20,10 +20,10 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// redactSecretValues removes from err's message the values of the Secrets among objects:
+// RedactSecretValues removes from err's message the values of the Secrets among objects:
 // the API server quotes an invalid value in its error (".stringData.password: expected
 // string, got ...<value>"), and that message ends up in the status, the events and the logs.
-func redactSecretValues(err error, objects []*unstructured.Unstructured) error {
+func RedactSecretValues(err error, objects []*unstructured.Unstructured) error {
 	if err == nil {
 		return nil
 	}
@@ -73,10 +73,4 @@ func redactSecretValues(err error, objects []*unstructured.Unstructured) error {
 		return err
 	}
 	return &redactedError{msg: redacted, err: err}
-}
-
-// RedactSecretValues removes from err's message the values of the Secrets among objects,
-// for other callers of the API server that show its errors (converge diff).
-func RedactSecretValues(err error, objects []*unstructured.Unstructured) error {
-	return redactSecretValues(err, objects)
 }

@@ -1,0 +1,74 @@
+package apply
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+)
+
+// Live are objects as the cluster holds them, by kind, namespace and name: what a caller
+// read already (see CheckOwnership), so that Plan need not read them again. A nil Live
+// holds nothing.
+type Live map[schema.GroupVersionKind]map[client.ObjectKey]*unstructured.Unstructured
+
+// Get returns the live object of o's kind, namespace and name, nil when unknown.
+func (l Live) Get(o *unstructured.Unstructured) *unstructured.Unstructured {
+	return l[o.GroupVersionKind()][client.ObjectKeyFromObject(o)]
+}
+
+// Add records o as the live object of kind gvk (which it is given: a list's items lack it).
+func (l Live) Add(gvk schema.GroupVersionKind, o *unstructured.Unstructured) {
+	if l[gvk] == nil {
+		l[gvk] = map[client.ObjectKey]*unstructured.Unstructured{}
+	}
+	o.SetGroupVersionKind(gvk)
+	l[gvk][client.ObjectKeyFromObject(o)] = o
+}
+
+// listOwned lists, per kind and namespace of objects, the live objects labelled for the
+// owner the objects carry. A list that fails (a kind not served yet, no right to list)
+// only means the objects concerned are read one by one when needed.
+func listOwned(ctx context.Context, c client.Client, objects []*unstructured.Unstructured) Live {
+	live := Live{}
+	if len(objects) == 0 {
+		return live
+	}
+	owner := map[string]string{}
+	for _, k := range []string{convergev1.NameLabel, convergev1.NamespaceLabel} {
+		v, ok := objects[0].GetLabels()[k]
+		if !ok {
+			return live
+		}
+		owner[k] = v
+	}
+	type scope struct {
+		gvk       schema.GroupVersionKind
+		namespace string
+	}
+	counts := map[scope]int{}
+	for _, o := range objects {
+		counts[scope{o.GroupVersionKind(), o.GetNamespace()}]++
+	}
+	for s, n := range counts {
+		if n < 2 {
+			continue // a single object costs a read either way
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
+		opts := []client.ListOption{client.MatchingLabels(owner)}
+		if s.namespace != "" {
+			opts = append(opts, client.InNamespace(s.namespace))
+		}
+		if err := c.List(ctx, list, opts...); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			live.Add(s.gvk, &list.Items[i])
+		}
+	}
+	return live
+}

@@ -1,0 +1,157 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+)
+
+// maxConflictsListed bounds the objects named in a conflict message.
+const maxConflictsListed = 5
+
+// CheckOwnership refuses to take over objects another existing SyncTarget manages: two
+// SyncTargets rendering one object would otherwise overwrite each other on every sync,
+// and the loser's prune could delete what the winner still declares. owner names the
+// SyncTarget the objects are applied for; ownerExists tells whether another SyncTarget
+// exists (the daemon asks its cache). It returns an error naming the first few
+// conflicts, and otherwise what it read of the objects, for the apply: what they are is
+// learnt once. An object whose labels name a SyncTarget that no longer exists is free to
+// adopt.
+//
+// Per kind and namespace of the rendered objects it costs one read: a get when the kind
+// and namespace hold one object, else a list of the metadata of the objects converge
+// manages there (plus a list of the SyncTarget's own objects when some of them exist),
+// so the cost does not grow with the number of objects.
+func CheckOwnership(ctx context.Context, c client.Client, owner client.ObjectKey,
+	ownerExists func(context.Context, client.ObjectKey) (bool, error), objects []*unstructured.Unstructured) (Live, error) {
+	type scope struct {
+		gvk       schema.GroupVersionKind
+		namespace string
+	}
+	wanted := map[scope]map[string]bool{}
+	var scopes []scope
+	for _, o := range objects {
+		s := scope{gvk: o.GroupVersionKind(), namespace: o.GetNamespace()}
+		if wanted[s] == nil {
+			wanted[s] = map[string]bool{}
+			scopes = append(scopes, s)
+		}
+		wanted[s][o.GetName()] = true
+	}
+	// A kind or namespace that does not exist yet holds no one's objects; one the identity
+	// may not read it may not take over either: the apply decides.
+	unknown := func(err error) bool {
+		return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err)
+	}
+	hasName, _ := labels.NewRequirement(convergev1.NameLabel, selection.Exists, nil)
+	managed := labels.NewSelector().Add(*hasName)
+	ours := client.MatchingLabels{convergev1.NameLabel: owner.Name, convergev1.NamespaceLabel: owner.Namespace}
+
+	live := Live{}
+	owners := map[client.ObjectKey]bool{} // claiming SyncTargets, and whether they exist
+	var conflicts []string
+	claim := func(s scope, name string, lbls map[string]string) error {
+		if _, managedBy := lbls[convergev1.NameLabel]; !managedBy ||
+			ownedBy(owner, lbls) {
+			return nil
+		}
+		other := client.ObjectKey{Namespace: lbls[convergev1.NamespaceLabel], Name: lbls[convergev1.NameLabel]}
+		exists, known := owners[other]
+		if !known {
+			var err error
+			if exists, err = ownerExists(ctx, other); err != nil {
+				return fmt.Errorf("checking SyncTarget %s: %w", other, err)
+			}
+			owners[other] = exists
+		}
+		if exists {
+			conflicts = append(conflicts, fmt.Sprintf("%s %s is managed by SyncTarget %s",
+				s.gvk.Kind, objectName(s.namespace, name), other))
+		}
+		return nil
+	}
+	for _, s := range scopes {
+		names := wanted[s]
+		if len(names) == 1 {
+			for name := range names {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(s.gvk)
+				if err := c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, u); err != nil {
+					if unknown(err) {
+						continue
+					}
+					return nil, fmt.Errorf("checking who manages %s %s: %w", s.gvk.Kind, objectName(s.namespace, name), err)
+				}
+				live.Add(s.gvk, u)
+				if err := claim(s, name, u.GetLabels()); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
+		opts := []client.ListOption{client.MatchingLabelsSelector{Selector: managed}}
+		if s.namespace != "" {
+			opts = append(opts, client.InNamespace(s.namespace))
+		}
+		if err := c.List(ctx, list, opts...); err != nil {
+			if unknown(err) {
+				continue
+			}
+			return nil, fmt.Errorf("checking who manages the %s objects: %w", s.gvk.Kind, err)
+		}
+		ownsSome := false
+		for _, item := range list.Items {
+			if !names[item.Name] {
+				continue
+			}
+			if ownedBy(owner, item.Labels) {
+				ownsSome = true
+			}
+			if err := claim(s, item.Name, item.Labels); err != nil {
+				return nil, err
+			}
+		}
+		if ownsSome && len(conflicts) == 0 {
+			// The objects the SyncTarget owns already, whole, for the apply to compare with.
+			full := &unstructured.UnstructuredList{}
+			full.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
+			opts[0] = ours
+			if err := c.List(ctx, full, opts...); err == nil {
+				for i := range full.Items {
+					live.Add(s.gvk, &full.Items[i])
+				}
+			}
+		}
+	}
+	if len(conflicts) == 0 {
+		return live, nil
+	}
+	sort.Strings(conflicts)
+	n := len(conflicts)
+	if n > maxConflictsListed {
+		conflicts = append(conflicts[:maxConflictsListed], fmt.Sprintf("and %d more", n-maxConflictsListed))
+	}
+	return nil, fmt.Errorf("%d object(s) belong to another SyncTarget, nothing was applied: %s; remove them from one of the two",
+		n, strings.Join(conflicts, "; "))
+}
+
+func objectName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
