@@ -2,19 +2,11 @@ package diff
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
-	gosync "sync"
 
-	"github.com/fluxcd/cli-utils/pkg/object"
-	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
-	"github.com/fluxcd/pkg/ssa/normalize"
-	ssautils "github.com/fluxcd/pkg/ssa/utils"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
+	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -135,53 +127,45 @@ func OptionsFor(st *convergev1.SyncTarget) Options {
 	}
 }
 
-// Compute compares objects, rendered with their owner labels, with the cluster: each is
-// dry-run applied server-side with the daemon's field manager, forcing ownership as the
-// daemon does, in the daemon's stages (CRDs, Namespaces and ClusterRoles, then classes,
-// then the rest). An object whose kind a CRD of the same render defines, or whose
-// namespace a Namespace of the same render creates, cannot be dry-run yet: it is
-// reported as created, with a note. Any other failure — a dry-run the API server
-// rejects, an unknown kind, an immutable field the daemon would not force — is an error,
-// as it would fail the daemon's apply.
+// recreateNote is the note of an object whose immutable field changes, forced.
+const recreateNote = "an immutable field changes: converge deletes and recreates it (" + apply.ForceAnnotation + ": enabled)"
+
+// Compute compares objects, rendered with their owner labels, with the cluster through
+// the daemon's apply engine (apply.Plan): each is dry-run applied server-side with the
+// daemon's field manager, forcing ownership as the daemon does, stage by stage (CRDs,
+// Namespaces and ClusterRoles, then classes, then the rest). An object whose kind a CRD
+// of the same render defines, or whose namespace a Namespace of the same render creates,
+// cannot be dry-run yet: it is reported as created, with a note. Any other failure — a
+// dry-run the API server rejects, an unknown kind, an immutable field the daemon would
+// not force — is an error, as it would fail the daemon's apply. The prune listing uses
+// the daemon's rules too (apply.Stale, apply.GuardEmpty, apply.Prunable).
 //
 // Compute reads and dry-runs only; it never writes to the cluster.
 func Compute(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, opts Options) (*Result, error) {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
 	}
-	e := &engine{c: c, opts: opts, kinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{}}
-	for _, o := range objects {
-		switch {
-		case ssautils.IsCRD(o):
-			group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
-			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
-			e.kinds[schema.GroupKind{Group: group, Kind: kind}] = true
-		case ssautils.IsNamespace(o):
-			e.namespaces[o.GetName()] = true
-		}
+	desired := make([]*unstructured.Unstructured, len(objects))
+	for i, o := range objects {
+		desired[i] = o.DeepCopy() // planning removes a CRD's CA bundle
 	}
-
-	var defs, classes, rest []*unstructured.Unstructured
-	for _, o := range objects {
-		switch {
-		case ssautils.IsClusterDefinition(o):
-			defs = append(defs, o)
-		case ssautils.IsClassDefinition(o):
-			classes = append(classes, o)
-		default:
-			rest = append(rest, o)
-		}
-	}
+	planOpts := apply.PlanOptions{Concurrency: opts.Concurrency, Pending: apply.PendingOf(desired)}
 	res := &Result{}
-	for _, stage := range [][]*unstructured.Unstructured{defs, classes, rest} {
-		out, err := e.stage(ctx, stage)
+	for _, stage := range apply.Stages(desired) {
+		decisions, err := apply.Plan(ctx, c, stage, nil, planOpts)
 		if err != nil {
 			return nil, err
 		}
-		res.Objects = append(res.Objects, out...)
+		for _, d := range decisions {
+			v, err := fromDecision(d, opts.Owner)
+			if err != nil {
+				return nil, err
+			}
+			res.Objects = append(res.Objects, v)
+		}
 	}
 	if opts.Prune && opts.Owner.Name != "" {
-		pruned, err := e.prune(ctx, objects)
+		pruned, err := prune(ctx, c, desired, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -191,107 +175,35 @@ func Compute(ctx context.Context, c client.Client, objects []*unstructured.Unstr
 	return res, nil
 }
 
-type engine struct {
-	c    client.Client
-	opts Options
-	// kinds are defined by a CRD of the render, namespaces created by a Namespace of it.
-	kinds      map[schema.GroupKind]bool
-	namespaces map[string]bool
-}
-
-// stage dry-runs the objects of one stage, at most Concurrency at a time, and returns
-// their verdicts in order, or the first error in order.
-func (e *engine) stage(ctx context.Context, objects []*unstructured.Unstructured) ([]Object, error) {
-	out := make([]Object, len(objects))
-	errs := make([]error, len(objects))
-	sem := make(chan struct{}, e.opts.Concurrency)
-	var wg gosync.WaitGroup
-	for i, o := range objects {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out[i], errs[i] = e.object(ctx, o.DeepCopy())
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// object decides what an apply would do to desired.
-func (e *engine) object(ctx context.Context, desired *unstructured.Unstructured) (Object, error) {
-	ssautils.RemoveCABundleFromCRD(desired) // as the daemon's applier does
-	ref := describe(desired)
-
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(desired.GroupVersionKind())
-	err := e.c.Get(ctx, client.ObjectKeyFromObject(desired), live)
+// fromDecision is the verdict on what the apply engine decided for one object.
+func fromDecision(d apply.Decision, owner types.NamespacedName) (Object, error) {
+	note := ownerNote(d.Live, owner)
 	switch {
-	case err == nil:
-	case apierrors.IsNotFound(err):
-		live = nil
-	case meta.IsNoMatchError(err):
-		if e.kinds[desired.GroupVersionKind().GroupKind()] {
-			return verdict(Create, desired, nil, desired,
-				"not dry-run: its kind is defined by a CustomResourceDefinition of this change")
+	case d.Action == ssa.SkippedAction:
+		return verdict(Skip, d.Object, nil, nil, "")
+	case d.Recreate:
+		return verdict(Change, d.Object, nil, nil, joinNotes(note, recreateNote))
+	case d.Action == ssa.CreatedAction:
+		after := d.DryRun
+		if after == nil {
+			after = d.Object // not dry-run: see d.Note
 		}
-		return Object{}, fmt.Errorf("%s: the cluster does not know the kind %s", ref, desired.GroupVersionKind().GroupKind())
+		return verdict(Create, d.Object, nil, after, joinNotes(d.Note, note))
+	case d.Action == ssa.ConfiguredAction:
+		return verdict(Change, d.Object, d.Live, d.DryRun, note)
 	default:
-		return Object{}, fmt.Errorf("reading %s: %w", ref, err)
-	}
-
-	disabled := map[string]string{convergev1.ReconcileAnnotation: convergev1.DisabledValue}
-	if ssautils.AnyInMetadata(desired, disabled) || (live != nil && ssautils.AnyInMetadata(live, disabled)) {
-		return verdict(Skip, desired, nil, nil, "")
-	}
-	note := e.ownerNote(live)
-
-	after := desired.DeepCopy()
-	err = e.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(after),
-		client.DryRunAll, client.ForceOwnership, client.FieldOwner(apply.FieldManager))
-	if err != nil {
-		switch {
-		case live == nil && desired.GetNamespace() != "" && missingNamespace(err, desired.GetNamespace()):
-			if e.namespaces[desired.GetNamespace()] {
-				return verdict(Create, desired, nil, desired,
-					"not dry-run: its namespace is created by this change")
-			}
-			return Object{}, fmt.Errorf("%s: namespace %s does not exist", ref, desired.GetNamespace())
-		case meta.IsNoMatchError(err) && e.kinds[desired.GroupVersionKind().GroupKind()]:
-			return verdict(Create, desired, nil, desired,
-				"not dry-run: its kind is defined by a CustomResourceDefinition of this change")
-		case live != nil && ssaerrors.IsImmutableError(err) && forced(desired, live):
-			return verdict(Change, desired, nil, nil, joinNotes(note,
-				"an immutable field changes: converge deletes and recreates it ("+apply.ForceAnnotation+": enabled)"))
-		}
-		// The API server quotes an invalid value in its error: a Secret's must not show.
-		return Object{}, apply.RedactSecretValues(fmt.Errorf("dry-run of %s failed: %w", ref, err),
-			[]*unstructured.Unstructured{desired})
-	}
-
-	switch {
-	case live == nil || after.GetResourceVersion() == "":
-		return verdict(Create, desired, nil, after, note)
-	case drifted(live, after):
-		return verdict(Change, desired, live, after, note)
-	default:
-		return verdict(Unchanged, desired, nil, nil, note)
+		return verdict(Unchanged, d.Object, nil, nil, note)
 	}
 }
 
 // ownerNote warns when a live object carries the owner labels of another SyncTarget.
-func (e *engine) ownerNote(live *unstructured.Unstructured) string {
-	if live == nil || e.opts.Owner.Name == "" {
+func ownerNote(live *unstructured.Unstructured, owner types.NamespacedName) string {
+	if live == nil || owner.Name == "" {
 		return ""
 	}
 	l := live.GetLabels()
 	name, ns := l[convergev1.NameLabel], l[convergev1.NamespaceLabel]
-	if name == "" || apply.Owns(client.ObjectKey(e.opts.Owner), live) {
+	if name == "" || apply.Owns(client.ObjectKey(owner), live) {
 		return ""
 	}
 	return fmt.Sprintf("managed by SyncTarget %s/%s now", ns, name)
@@ -299,33 +211,18 @@ func (e *engine) ownerNote(live *unstructured.Unstructured) string {
 
 // prune lists the objects of the inventory that are no longer rendered and that the
 // daemon would delete: still there, owned by this SyncTarget, not opted out.
-func (e *engine) prune(ctx context.Context, objects []*unstructured.Unstructured) ([]Object, error) {
-	stale := apply.Stale(e.opts.Inventory, apply.NewInventory(objects))
-	if len(objects) == 0 && len(stale) > 0 && !e.opts.AllowEmpty {
-		return nil, fmt.Errorf("the change renders no objects: converge refuses to prune all %d objects of the SyncTarget (set spec.allowEmpty to allow it)", len(stale))
+func prune(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, opts Options) ([]Object, error) {
+	stale := apply.Stale(opts.Inventory, apply.NewInventory(objects))
+	if err := apply.GuardEmpty(len(objects), stale, opts.AllowEmpty); err != nil {
+		return nil, fmt.Errorf("the change %w", err)
+	}
+	prunable, err := apply.Prunable(ctx, c, client.ObjectKey(opts.Owner), stale)
+	if err != nil {
+		return nil, err
 	}
 	var out []Object
-	for _, entry := range stale {
-		id, err := object.ParseObjMetadata(entry.ID)
-		if err != nil {
-			return nil, fmt.Errorf("invalid inventory entry %q: %w", entry.ID, err)
-		}
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(id.GroupKind.WithVersion(entry.Version))
-		live.SetNamespace(id.Namespace)
-		live.SetName(id.Name)
-		err = e.c.Get(ctx, client.ObjectKeyFromObject(live), live)
-		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			continue // already gone
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", describe(live), err)
-		}
-		if !apply.Owns(client.ObjectKey(e.opts.Owner), live) ||
-			live.GetAnnotations()[convergev1.PruneAnnotation] == convergev1.DisabledValue {
-			continue
-		}
-		v, err := verdict(Prune, live, live, nil, "")
+	for _, p := range prunable.Objects {
+		v, err := verdict(Prune, p.Live, p.Live, nil, "")
 		if err != nil {
 			return nil, err
 		}
@@ -353,42 +250,6 @@ func verdict(action Action, id, live, after *unstructured.Unstructured, note str
 	}
 	o.Diff = d
 	return o, nil
-}
-
-// drifted tells, as the daemon's applier does, whether applying would change live: its
-// labels, its annotations, or anything but its metadata and status.
-func drifted(live, after *unstructured.Unstructured) bool {
-	if !apiequality.Semantic.DeepEqual(after.GetLabels(), live.GetLabels()) ||
-		!apiequality.Semantic.DeepEqual(after.GetAnnotations(), live.GetAnnotations()) {
-		return true
-	}
-	return !apiequality.Semantic.DeepEqual(bodyOf(after).Object, bodyOf(live).Object)
-}
-
-func bodyOf(u *unstructured.Unstructured) *unstructured.Unstructured {
-	c := u.DeepCopy()
-	unstructured.RemoveNestedField(c.Object, "metadata")
-	unstructured.RemoveNestedField(c.Object, "status")
-	if err := normalize.DryRunUnstructured(c); err != nil {
-		return u
-	}
-	return c
-}
-
-// forced is true when the daemon may delete and recreate the object.
-func forced(desired, live *unstructured.Unstructured) bool {
-	sel := map[string]string{apply.ForceAnnotation: "enabled"}
-	return ssautils.AnyInMetadata(desired, sel) || ssautils.AnyInMetadata(live, sel)
-}
-
-// missingNamespace is true when err says that namespace ns does not exist.
-func missingNamespace(err error, ns string) bool {
-	var status apierrors.APIStatus
-	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
-		return false
-	}
-	d := status.Status().Details
-	return d != nil && d.Kind == "namespaces" && d.Name == ns
 }
 
 func joinNotes(notes ...string) string {
