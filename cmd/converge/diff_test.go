@@ -345,8 +345,9 @@ spec:
 		})
 		out, errOut, code := diffCLI(t, append([]string{"diff", dir}, kc...)...)
 		g.Expect(code).To(Equal(1), errOut)
-		g.Expect(out).To(MatchRegexp(`(?s)^\+ apiextensions.k8s.io/v1 CustomResourceDefinition gadgets.diff.example.com\n.*` +
-			`\n\+ v1 Namespace fresh-diff\n.*` +
+		// Namespaces and CRDs are of one stage (see apply.Stage), by group within it.
+		g.Expect(out).To(MatchRegexp(`(?s)^\+ v1 Namespace fresh-diff\n.*` +
+			`\n\+ apiextensions.k8s.io/v1 CustomResourceDefinition gadgets.diff.example.com\n.*` +
 			`\n\+ v1 ConfigMap fresh-diff/inside\n  \(not dry-run: its namespace is created by this change\)\n.*` +
 			`\n\+ diff.example.com/v1 Gadget fresh-diff/g1\n  \(not dry-run: its kind is defined by a CustomResourceDefinition of this change\)\n`))
 		g.Expect(out).To(HaveSuffix("4 to create, 0 to change, 0 to prune, 0 unchanged\n"))

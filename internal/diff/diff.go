@@ -55,7 +55,9 @@ func (o Object) Ref() string {
 }
 
 // Result lists every rendered object, and every object a prune would delete, in a
-// stable order: CRDs, then Namespaces, then the rest by group, kind, namespace and name.
+// stable order: by the stage the daemon applies them in (apply.Stage: CRDs, Namespaces
+// and ClusterRoles, then *Class kinds, then the rest), then by group, kind, namespace
+// and name.
 type Result struct {
 	Objects []Object
 }
@@ -267,16 +269,12 @@ func describe(u *unstructured.Unstructured) string {
 	return Object{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}.Ref()
 }
 
-// rank puts CRDs first, then Namespaces, as the daemon applies them.
+// rank is the stage the daemon applies o in (apply.Stage).
 func rank(o Object) int {
-	gv, _ := schema.ParseGroupVersion(o.APIVersion)
-	switch {
-	case gv.Group == "apiextensions.k8s.io" && o.Kind == "CustomResourceDefinition":
-		return 0
-	case gv.Group == "" && o.Kind == "Namespace":
-		return 1
-	}
-	return 2
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(o.APIVersion)
+	u.SetKind(o.Kind)
+	return apply.Stage(u)
 }
 
 // sortObjects puts objects in the order of Result.
