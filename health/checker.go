@@ -155,6 +155,11 @@ func (c *Checker) Wait(ctx context.Context, objects []ObjectRef, opts Options) (
 			if cause := context.Cause(ctx); cause != ctx.Err() {
 				return report, fmt.Errorf("health check interrupted: %w: %w", ctx.Err(), cause)
 			}
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// A deadline of the caller's is a timeout too: say what was not ready.
+				return report, &Error{Err: fmt.Errorf("health check interrupted: %w", ctx.Err()),
+					Total: len(report.Objects), NotReady: report.NotReady()}
+			}
 			return report, fmt.Errorf("health check interrupted: %w", ctx.Err())
 		case <-deadline.C():
 			report.Elapsed = c.clock.Since(start)

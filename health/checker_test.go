@@ -497,3 +497,24 @@ func TestWaitTakesObservedCurrentObjectsWithoutReadingThem(t *testing.T) {
 	g.Expect(matching(requests, "/deployments")).NotTo(BeEmpty())
 	e.expectNoOpenWatch(g)
 }
+
+// A deadline of the caller's context that ends the wait before its own timeout still
+// names what was not ready and why, not only that the wait was interrupted.
+func TestWaitCallerDeadlineNamesWhatWasNotReady(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t)
+
+	e.createDeployment(t, "late", 1, unschedulable, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	done := e.waitAsync(ctx, []ObjectRef{e.ref(deployGVK, "late")}, Options{Timeout: 5 * time.Minute})
+	var res waitResult
+	g.Eventually(done).WithTimeout(30 * time.Second).Should(Receive(&res))
+	g.Expect(errors.Is(res.err, context.DeadlineExceeded)).To(BeTrue(), "%v", res.err)
+	var herr *Error
+	g.Expect(errors.As(res.err, &herr)).To(BeTrue(), "%v", res.err)
+	g.Expect(res.err.Error()).To(And(
+		HavePrefix("health check interrupted: context deadline exceeded: 1 of 1 object not ready: "),
+		ContainSubstring("Deployment "), ContainSubstring("/late (InProgress)")))
+	e.expectNoOpenWatch(g)
+}

@@ -155,7 +155,8 @@ var (
 // names every object that is not ready with its status message, failed ones first, and
 // is meant to go into SyncTarget status as it is.
 type Error struct {
-	// Err is ErrFailed or ErrTimeout.
+	// Err is ErrFailed or ErrTimeout, or an error wrapping the deadline of the caller's
+	// context when that ended the wait first.
 	Err error
 	// Timeout is the limit that expired (for ErrTimeout).
 	Timeout time.Duration
