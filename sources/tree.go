@@ -100,6 +100,10 @@ func (w *treeWriter) writeCommit(ctx context.Context, hash plumbing.Hash, dir st
 			return fmt.Errorf("%w: %v", ErrFetchFailed, err)
 		}
 	}
+	// The checkout's own time is the commit's (see Cache.CommitTime).
+	if err := os.Chtimes(dir, c.Committer.When, c.Committer.When); err != nil {
+		return fmt.Errorf("%w: %v", ErrFetchFailed, err)
+	}
 	return nil
 }
 
