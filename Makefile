@@ -83,6 +83,10 @@ test: controlplane ## Run every test: unit, envtest, local cluster, e2e, bench s
 	go test $(TEST_FLAGS) ./...
 	hack/fuzz-smoke.sh
 
+.PHONY: test-unit
+test-unit: ## Run the tests that need no cluster (go test -short), in seconds: no make controlplane.
+	go test -short ./...
+
 .PHONY: fuzz-smoke
 fuzz-smoke: ## Run each fuzz target for FUZZ_TIME (default 20s); crashers land in testdata/fuzz.
 	hack/fuzz-smoke.sh

@@ -14,6 +14,7 @@ import (
 // TestCacheGCKeepsWhatSyncTargetsNeed: after three commits, a collection removes the
 // first checkout and keeps the current, last healthy one.
 func TestCacheGCKeepsWhatSyncTargetsNeed(t *testing.T) {
+	requireCluster(t)
 	f := newFixture(t)
 	first := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "1")})
 	st := f.syncTarget("gc", nil)

@@ -2,6 +2,7 @@ package sync_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -41,6 +42,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() { // make test-unit: the pure tests alone
+		os.Exit(m.Run())
+	}
 	os.Exit(func() int {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -155,6 +160,7 @@ type fixture struct {
 var fixtures atomic.Int64
 
 func newFixture(t *testing.T) *fixture {
+	requireCluster(t)
 	t.Helper()
 	n := fixtures.Add(1)
 	root := t.TempDir()
@@ -256,4 +262,12 @@ spec:
       - name: app
         image: example.com/%[1]s:1
 `, name, replicas, sel)
+}
+
+// requireCluster skips a test that needs the local cluster when it was not started (-short).
+func requireCluster(t *testing.T) {
+	t.Helper()
+	if k8s == nil {
+		t.Skip("needs the local cluster: make test")
+	}
 }

@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"flag"
 	"os"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,6 +23,10 @@ var k8s client.Client
 
 // TestMain installs the generated CRD into a real kube-apiserver once for the package.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() { // make test-unit: the pure tests alone
+		os.Exit(m.Run())
+	}
 	os.Exit(func() int {
 		c, err := localcluster.Start(context.Background(), localcluster.Options{CRDDirectoryPaths: []string{clustertest.CRDDir()}})
 		if err != nil {
@@ -52,12 +58,21 @@ func valid(name string) *convergev1.SyncTarget {
 }
 
 func TestInvalidSyncTargetsAreRejected(t *testing.T) {
+	if k8s == nil {
+		t.Skip("needs a local cluster: make test")
+	}
 	tests := []struct {
 		name   string
 		mutate func(*convergev1.SyncTarget)
 		field  string // the field the API server names
 		msg    string // what it says about it
 	}{
+		{"maxDeletions over 100%", func(st *convergev1.SyncTarget) { st.Spec.MaxDeletions = ptrTo(intstr.FromString("150%")) },
+			"spec.maxDeletions", "must be a count (0 or more) or a percentage from 0% to 100%"},
+		{"maxDeletions negative", func(st *convergev1.SyncTarget) { st.Spec.MaxDeletions = ptrTo(intstr.FromInt32(-1)) },
+			"spec.maxDeletions", "must be a count (0 or more) or a percentage"},
+		{"maxDeletions a word", func(st *convergev1.SyncTarget) { st.Spec.MaxDeletions = ptrTo(intstr.FromString("some")) },
+			"spec.maxDeletions", "must be a count (0 or more) or a percentage"},
 		{"two ref kinds", func(st *convergev1.SyncTarget) { st.Spec.Source.Ref.Tag = "v1.0.0" },
 			"spec.source.ref", "exactly one of branch, tag, semver, commit or name must be set"},
 		{"no ref", func(st *convergev1.SyncTarget) { st.Spec.Source.Ref = convergev1.GitRef{} },
@@ -118,6 +133,9 @@ func TestInvalidSyncTargetsAreRejected(t *testing.T) {
 }
 
 func TestValidSyncTargetsRoundTripWithDefaults(t *testing.T) {
+	if k8s == nil {
+		t.Skip("needs a local cluster: make test")
+	}
 	sha := "0123456789abcdef0123456789abcdef01234567"
 	tests := []struct {
 		name   string
@@ -137,6 +155,8 @@ func TestValidSyncTargetsRoundTripWithDefaults(t *testing.T) {
 			st.Spec.Source.Ref = convergev1.GitRef{Commit: sha}
 		}},
 		{"named ref", func(st *convergev1.SyncTarget) { st.Spec.Source.Ref = convergev1.GitRef{Name: "refs/pull/7/head"} }},
+		{"maxDeletions as a count", func(st *convergev1.SyncTarget) { st.Spec.MaxDeletions = ptrTo(intstr.FromInt32(5)) }},
+		{"maxDeletions as a percentage", func(st *convergev1.SyncTarget) { st.Spec.MaxDeletions = ptrTo(intstr.FromString("25%")) }},
 		{"cron schedule with zone", func(st *convergev1.SyncTarget) {
 			st.Spec.Source.Schedule = "CRON_TZ=Europe/Berlin */5 9-17 * * MON-FRI"
 		}},
@@ -189,3 +209,5 @@ func TestValidSyncTargetsRoundTripWithDefaults(t *testing.T) {
 		})
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

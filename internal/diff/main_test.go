@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 // cluster returns a client of the shared API server, starting it on first use.
 func cluster(t *testing.T) client.Client {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a local cluster: make test")
+	}
 	shared.once.Do(func() {
 		shared.cluster, shared.err = localcluster.Start(context.Background(), localcluster.Options{
 			CRDDirectoryPaths: []string{clustertest.CRDDir()},

@@ -25,6 +25,9 @@ import (
 // Available through the real controller-manager, scheduler and kwok, one that cannot
 // reports ProgressDeadlineExceeded, and Stop leaves no process behind.
 func TestWorkloads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane: make test")
+	}
 	g := NewWithT(t)
 	ctx := t.Context()
 	c, err := localcluster.Start(ctx, localcluster.Options{Workloads: true, Nodes: 2})
@@ -118,6 +121,9 @@ func alive(pid int) bool {
 // with SIGKILL (as a test timeout, a panic or a hard Ctrl-C would end it, with no chance to
 // clean up), and checks that its etcd and kube-apiserver go away too.
 func TestNoProcessOutlivesAKilledParent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane: make test")
+	}
 	if os.Getenv("LOCALCLUSTER_CHILD") == "1" {
 		return // the child's work is done by TestMain
 	}
@@ -185,6 +191,9 @@ func TestStartFailsClearlyWithoutBinaries(t *testing.T) {
 // TestRestartAPIServer: after a restart the API server answers on the same address with
 // the same credentials and data, and Stop still leaves no process behind.
 func TestRestartAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane: make test")
+	}
 	g := NewWithT(t)
 	ctx := t.Context()
 	c, err := localcluster.Start(ctx, localcluster.Options{})

@@ -13,6 +13,9 @@ import (
 // Start brings up a local cluster for tb, stopped by tb.Cleanup; it fails tb on error.
 func Start(tb testing.TB, opts localcluster.Options) *localcluster.Cluster {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs a local cluster: make test")
+	}
 	c, err := localcluster.Start(context.Background(), opts)
 	if err != nil {
 		tb.Fatal(err)
