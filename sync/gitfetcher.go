@@ -152,3 +152,12 @@ func (f *GitFetcher) Checkout(ctx context.Context, st *convergev1.SyncTarget, re
 	}
 	return f.Cache.Checkout(ctx, src, rev)
 }
+
+// CommitTime returns when revision was committed, when its tree is in the cache.
+func (f *GitFetcher) CommitTime(st *convergev1.SyncTarget, revision string) (time.Time, bool) {
+	rev, err := sources.ParseRevision(revision)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return f.Cache.CommitTime(sources.Source{URL: st.Spec.Source.URL}, rev)
+}

@@ -37,3 +37,9 @@ type HealthChecker interface {
 	Wait(ctx context.Context, c client.Client, st *convergev1.SyncTarget, objects, observed []*unstructured.Unstructured,
 		since time.Time, timeout time.Duration) error
 }
+
+// commitTimer is a Fetcher that knows when a revision was committed, for the commit to
+// healthy latency.
+type commitTimer interface {
+	CommitTime(st *convergev1.SyncTarget, revision string) (time.Time, bool)
+}

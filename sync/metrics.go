@@ -28,11 +28,16 @@ var (
 	}, []string{"action"})
 	seenToHealthy = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "converge_revision_to_healthy_seconds",
-		Help:    "Time from a revision being first fetched to it being applied and healthy.",
+		Help:    "Time from a revision being first fetched to it being applied and healthy, once per revision.",
 		Buckets: prometheus.ExponentialBuckets(0.1, 2, 14),
+	})
+	commitToHealthy = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "converge_commit_to_healthy_seconds",
+		Help:    "Time from a revision's commit (its committer time) to it being applied and healthy, once per revision.",
+		Buckets: prometheus.ExponentialBuckets(0.1, 2, 16),
 	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(syncTotal, syncDuration, phaseDuration, objectsTotal, seenToHealthy)
+	metrics.Registry.MustRegister(syncTotal, syncDuration, phaseDuration, objectsTotal, seenToHealthy, commitToHealthy)
 }

@@ -30,6 +30,8 @@ type ReconcilerOptions struct {
 	// of every kind applied need rights a locked-down (multi-tenant) daemon does not have;
 	// drift is then corrected by the full sync every FullSyncInterval.
 	DisableDriftWatch bool
+	// NoCrossNamespaceDependencies refuses dependsOn entries naming another namespace.
+	NoCrossNamespaceDependencies bool
 }
 
 // NewReconciler wires the reconciler of the daemon to a manager: pollers, git cache,
@@ -81,6 +83,8 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		DefaultServiceAccount: o.DefaultServiceAccount,
 		FullSyncInterval:      o.FullSyncInterval,
 		Drift:                 drift,
+
+		NoCrossNamespaceDependencies: o.NoCrossNamespaceDependencies,
 	}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // SyncTargetKind is the kind name of the SyncTarget API.
@@ -52,6 +53,7 @@ const (
 	ProgressingReason        = "Progressing"
 	SuspendedReason          = "Suspended"
 	InvalidSpecReason        = "InvalidSpec"
+	TooManyDeletionsReason   = "TooManyDeletions"
 )
 
 // Defaults applied by the getters when a field is unset.
@@ -275,6 +277,17 @@ type SyncTargetSpec struct {
 	// +optional
 	Prune bool `json:"prune,omitempty"`
 
+	// MaxDeletions guards pruning: a revision that would delete more objects than this —
+	// a count, or a percentage of the objects the SyncTarget applied, such as "25%" — is
+	// refused before anything is applied, and the SyncTarget is Stalled with reason
+	// TooManyDeletions until the source moves, the spec changes or a user asks for a
+	// reconcile. A wrong path or a broken kustomization then cannot delete most of an
+	// application. Unset, any number may be deleted.
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int ? self >= 0 : self.matches(r'^(100|[1-9]?[0-9])%$')`,message="must be a count (0 or more) or a percentage from 0% to 100%"
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxDeletions *intstr.IntOrString `json:"maxDeletions,omitempty"`
+
 	// AllowEmpty lets a revision that renders no objects at all prune everything this
 	// SyncTarget applied. Without it such a revision fails instead: an empty render is
 	// more often a wrong path or a broken commit than a wish to delete everything.
@@ -380,6 +393,10 @@ type HistoryEntry struct {
 	// FinishedAt is when it ended.
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+
+	// Duration of the attempt, to the millisecond (the times above are to the second).
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
 
 	// Result of the attempt.
 	// +required

@@ -89,21 +89,32 @@ func getSyncTarget(ctx context.Context, o *cliOptions, name string) (*convergev1
 func printHistory(out io.Writer, history []convergev1.HistoryEntry, now time.Time) error {
 	rows := [][]string{{"REVISION", "RESULT", "STARTED", "DURATION", "CHANGES", "MESSAGE"}}
 	for _, e := range history {
-		took := "-"
-		if e.FinishedAt != nil && !e.FinishedAt.IsZero() {
-			took = syncDuration(e.FinishedAt.Sub(e.StartedAt.Time))
-		}
 		rows = append(rows, []string{
 			shortRevision(e.Revision),
 			string(e.Result),
 			humanAge(e.StartedAt.Time, now),
-			took,
+			entryDuration(e),
 			fmt.Sprintf("+%d ~%d -%d", e.Created, e.Configured, e.Deleted),
 			tableMessage(e.Message),
 		})
 	}
 	var t alignedTable
 	return t.write(out, rows)
+}
+
+// entryDuration is how long the sync of a history entry took: its duration to the
+// millisecond, or for an entry recorded without one the difference of its times, which
+// are to the second: "<1s" when they are equal.
+func entryDuration(e convergev1.HistoryEntry) string {
+	switch {
+	case e.Duration != nil:
+		return syncDuration(e.Duration.Duration)
+	case e.FinishedAt == nil || e.FinishedAt.IsZero():
+		return "-"
+	case e.FinishedAt.Equal(&e.StartedAt):
+		return "<1s"
+	}
+	return syncDuration(e.FinishedAt.Sub(e.StartedAt.Time))
 }
 
 // syncDuration prints how long a sync took: 850ms, 4.2s, 47s, 2m30s.

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
 
@@ -45,6 +47,25 @@ func TestHistorySyncDuration(t *testing.T) {
 	} {
 		if got := syncDuration(d); got != want {
 			t.Errorf("syncDuration(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// A sub-second sync shows its milliseconds when the daemon recorded its duration, and
+// "<1s", not "0ms", when only its second-precision times are known.
+func TestHistoryEntryDuration(t *testing.T) {
+	started := ago(time.Minute)
+	for name, tc := range map[string]struct {
+		e    convergev1.HistoryEntry
+		want string
+	}{
+		"recorded duration":        {convergev1.HistoryEntry{StartedAt: started, FinishedAt: &started, Duration: &metav1.Duration{Duration: 412 * time.Millisecond}}, "412ms"},
+		"same second, no duration": {convergev1.HistoryEntry{StartedAt: started, FinishedAt: &started}, "<1s"},
+		"seconds apart":            {convergev1.HistoryEntry{StartedAt: started, FinishedAt: agoPtr(58 * time.Second)}, "2.0s"},
+		"not finished":             {convergev1.HistoryEntry{StartedAt: started}, "-"},
+	} {
+		if got := entryDuration(tc.e); got != tc.want {
+			t.Errorf("%s: entryDuration = %q, want %q", name, got, tc.want)
 		}
 	}
 }

@@ -36,10 +36,7 @@ const maxConflictsListed = 5
 // so the cost does not grow with the number of objects.
 func CheckOwnership(ctx context.Context, c client.Client, owner client.ObjectKey,
 	ownerExists func(context.Context, client.ObjectKey) (bool, error), objects []*unstructured.Unstructured) (Live, error) {
-	type scope struct {
-		gvk       schema.GroupVersionKind
-		namespace string
-	}
+	oc := &ownershipCheck{c: c, owner: owner, ownerExists: ownerExists, live: Live{}, owners: map[client.ObjectKey]bool{}}
 	wanted := map[scope]map[string]bool{}
 	var scopes []scope
 	for _, o := range objects {
@@ -50,102 +47,134 @@ func CheckOwnership(ctx context.Context, c client.Client, owner client.ObjectKey
 		}
 		wanted[s][o.GetName()] = true
 	}
-	// A kind or namespace that does not exist yet holds no one's objects; one the identity
-	// may not read it may not take over either: the apply decides.
-	unknown := func(err error) bool {
-		return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err)
+	for _, s := range scopes {
+		var err error
+		if names := wanted[s]; len(names) == 1 {
+			for name := range names {
+				err = oc.checkOne(ctx, s, name)
+			}
+		} else {
+			err = oc.checkMany(ctx, s, names)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	hasName, _ := labels.NewRequirement(convergev1.NameLabel, selection.Exists, nil)
-	managed := labels.NewSelector().Add(*hasName)
-	ours := client.MatchingLabels{convergev1.NameLabel: owner.Name, convergev1.NamespaceLabel: owner.Namespace}
+	if err := oc.conflictError(); err != nil {
+		return nil, err
+	}
+	return oc.live, nil
+}
 
-	live := Live{}
-	owners := map[client.ObjectKey]bool{} // claiming SyncTargets, and whether they exist
-	var conflicts []string
-	claim := func(s scope, name string, lbls map[string]string) error {
-		if _, managedBy := lbls[convergev1.NameLabel]; !managedBy ||
-			ownedBy(owner, lbls) {
+// scope is a kind in a namespace.
+type scope struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+}
+
+// ownershipCheck is one CheckOwnership: what it read and the conflicts it found.
+type ownershipCheck struct {
+	c           client.Client
+	owner       client.ObjectKey
+	ownerExists func(context.Context, client.ObjectKey) (bool, error)
+	live        Live
+	owners      map[client.ObjectKey]bool // claiming SyncTargets, and whether they exist
+	conflicts   []string
+}
+
+// unknownScope: a kind or namespace that does not exist yet holds no one's objects; one
+// the identity may not read it may not take over either: the apply decides.
+func unknownScope(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err)
+}
+
+// checkOne reads the one object of its kind and namespace.
+func (oc *ownershipCheck) checkOne(ctx context.Context, s scope, name string) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(s.gvk)
+	if err := oc.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, u); err != nil {
+		if unknownScope(err) {
 			return nil
 		}
-		other := client.ObjectKey{Namespace: lbls[convergev1.NamespaceLabel], Name: lbls[convergev1.NameLabel]}
-		exists, known := owners[other]
-		if !known {
-			var err error
-			if exists, err = ownerExists(ctx, other); err != nil {
-				return fmt.Errorf("checking SyncTarget %s: %w", other, err)
-			}
-			owners[other] = exists
-		}
-		if exists {
-			conflicts = append(conflicts, fmt.Sprintf("%s %s is managed by SyncTarget %s",
-				s.gvk.Kind, objectName(s.namespace, name), other))
-		}
-		return nil
+		return fmt.Errorf("checking who manages %s %s: %w", s.gvk.Kind, objectName(s.namespace, name), err)
 	}
-	for _, s := range scopes {
-		names := wanted[s]
-		if len(names) == 1 {
-			for name := range names {
-				u := &unstructured.Unstructured{}
-				u.SetGroupVersionKind(s.gvk)
-				if err := c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, u); err != nil {
-					if unknown(err) {
-						continue
-					}
-					return nil, fmt.Errorf("checking who manages %s %s: %w", s.gvk.Kind, objectName(s.namespace, name), err)
-				}
-				live.Add(s.gvk, u)
-				if err := claim(s, name, u.GetLabels()); err != nil {
-					return nil, err
-				}
-			}
+	oc.live.Add(s.gvk, u)
+	return oc.claim(ctx, s, name, u.GetLabels())
+}
+
+// checkMany lists the metadata of the objects converge manages in the scope, and when
+// the owner has some among names, its own objects whole.
+func (oc *ownershipCheck) checkMany(ctx context.Context, s scope, names map[string]bool) error {
+	hasName, _ := labels.NewRequirement(convergev1.NameLabel, selection.Exists, nil)
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*hasName)}}
+	if s.namespace != "" {
+		opts = append(opts, client.InNamespace(s.namespace))
+	}
+	if err := oc.c.List(ctx, list, opts...); err != nil {
+		if unknownScope(err) {
+			return nil
+		}
+		return fmt.Errorf("checking who manages the %s objects: %w", s.gvk.Kind, err)
+	}
+	ownsSome := false
+	for _, item := range list.Items {
+		if !names[item.Name] {
 			continue
 		}
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
-		opts := []client.ListOption{client.MatchingLabelsSelector{Selector: managed}}
-		if s.namespace != "" {
-			opts = append(opts, client.InNamespace(s.namespace))
+		ownsSome = ownsSome || ownedBy(oc.owner, item.Labels)
+		if err := oc.claim(ctx, s, item.Name, item.Labels); err != nil {
+			return err
 		}
-		if err := c.List(ctx, list, opts...); err != nil {
-			if unknown(err) {
-				continue
-			}
-			return nil, fmt.Errorf("checking who manages the %s objects: %w", s.gvk.Kind, err)
-		}
-		ownsSome := false
-		for _, item := range list.Items {
-			if !names[item.Name] {
-				continue
-			}
-			if ownedBy(owner, item.Labels) {
-				ownsSome = true
-			}
-			if err := claim(s, item.Name, item.Labels); err != nil {
-				return nil, err
-			}
-		}
-		if ownsSome && len(conflicts) == 0 {
-			// The objects the SyncTarget owns already, whole, for the apply to compare with.
-			full := &unstructured.UnstructuredList{}
-			full.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
-			opts[0] = ours
-			if err := c.List(ctx, full, opts...); err == nil {
-				for i := range full.Items {
-					live.Add(s.gvk, &full.Items[i])
-				}
+	}
+	if ownsSome && len(oc.conflicts) == 0 {
+		// The objects the SyncTarget owns already, whole, for the apply to compare with.
+		full := &unstructured.UnstructuredList{}
+		full.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
+		opts[0] = client.MatchingLabels{convergev1.NameLabel: oc.owner.Name, convergev1.NamespaceLabel: oc.owner.Namespace}
+		if err := oc.c.List(ctx, full, opts...); err == nil {
+			for i := range full.Items {
+				oc.live.Add(s.gvk, &full.Items[i])
 			}
 		}
 	}
-	if len(conflicts) == 0 {
-		return live, nil
+	return nil
+}
+
+// claim records a conflict when an object's labels name another SyncTarget that exists.
+func (oc *ownershipCheck) claim(ctx context.Context, s scope, name string, lbls map[string]string) error {
+	if _, managedBy := lbls[convergev1.NameLabel]; !managedBy || ownedBy(oc.owner, lbls) {
+		return nil
 	}
+	other := client.ObjectKey{Namespace: lbls[convergev1.NamespaceLabel], Name: lbls[convergev1.NameLabel]}
+	exists, known := oc.owners[other]
+	if !known {
+		var err error
+		if exists, err = oc.ownerExists(ctx, other); err != nil {
+			return fmt.Errorf("checking SyncTarget %s: %w", other, err)
+		}
+		oc.owners[other] = exists
+	}
+	if exists {
+		oc.conflicts = append(oc.conflicts, fmt.Sprintf("%s %s is managed by SyncTarget %s",
+			s.gvk.Kind, objectName(s.namespace, name), other))
+	}
+	return nil
+}
+
+// conflictError names the first few conflicts found, or is nil.
+func (oc *ownershipCheck) conflictError() error {
+	if len(oc.conflicts) == 0 {
+		return nil
+	}
+	conflicts := oc.conflicts
 	sort.Strings(conflicts)
 	n := len(conflicts)
 	if n > maxConflictsListed {
 		conflicts = append(conflicts[:maxConflictsListed], fmt.Sprintf("and %d more", n-maxConflictsListed))
 	}
-	return nil, fmt.Errorf("%d object(s) belong to another SyncTarget, nothing was applied: %s; remove them from one of the two",
+	return fmt.Errorf("%d object(s) belong to another SyncTarget, nothing was applied: %s; remove them from one of the two",
 		n, strings.Join(conflicts, "; "))
 }
 
