@@ -83,6 +83,7 @@ type syncOptions struct {
 	fullSyncInterval      time.Duration
 	applyConcurrency      int
 	driftWatch            bool
+	crossNamespaceDeps    bool
 }
 
 func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
@@ -92,6 +93,8 @@ func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.applyConcurrency, "apply-concurrency", 16, "concurrent dry-runs and writes within one apply stage")
 	fs.BoolVar(&o.driftWatch, "drift-watch", true,
 		"watch managed objects cluster-wide to undo changes made outside Git at once; without it (multi-tenancy: the daemon may not watch), the full sync corrects drift")
+	fs.BoolVar(&o.crossNamespaceDeps, "allow-cross-namespace-dependencies", true,
+		"let spec.dependsOn name SyncTargets of other namespaces; without it (multi-tenancy) such a SyncTarget is Stalled and the other namespace is never read")
 }
 
 type serveOptions struct {
@@ -177,6 +180,8 @@ func (o *serveOptions) run(ctx context.Context) error {
 		DefaultServiceAccount: o.sync.defaultServiceAccount,
 		FullSyncInterval:      o.sync.fullSyncInterval,
 		DisableDriftWatch:     !o.sync.driftWatch,
+
+		NoCrossNamespaceDependencies: !o.sync.crossNamespaceDeps,
 	})
 	if err != nil {
 		return err
