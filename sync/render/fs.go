@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -45,8 +46,13 @@ type confinedFS struct {
 	// before kustomize (whose parser expands aliases by copying) gets to see it.
 	guardYAML bool
 
-	mu       sync.Mutex
-	cache    map[string][]byte
+	mu    sync.Mutex
+	cache map[string][]byte
+	// plugins maps a directory listed under generators, transformers or validators
+	// to the plugin configs it builds, built and checked by the preflight. Kustomize
+	// reads such an entry as a file first: it gets these bytes, and never builds the
+	// directory itself (see renderKustomize).
+	plugins  map[string][]byte
 	files    int   // distinct files read
 	entries  int   // directory entries visited by the plain-YAML walk
 	total    int64 // bytes read
@@ -56,7 +62,7 @@ type confinedFS struct {
 var _ filesys.FileSystem = (*confinedFS)(nil)
 
 func newConfinedFS(root *os.Root, limits Limits) *confinedFS {
-	return &confinedFS{root: root, limits: limits, cache: map[string][]byte{}}
+	return &confinedFS{root: root, limits: limits, cache: map[string][]byte{}, plugins: map[string][]byte{}}
 }
 
 // resolved is a path relative to the root with every symlink expanded.
@@ -284,7 +290,7 @@ func toVirtual(rel string) string {
 // note records the first policy violation met on kustomize's behalf, so that the
 // render reports it instead of whatever kustomize wraps it in.
 func (c *confinedFS) note(err error) error {
-	if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrSymlinkLoop) || errors.Is(err, ErrLimitExceeded) {
+	if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrSymlinkLoop) || errors.Is(err, ErrLimitExceeded) || errors.Is(err, ErrPluginDisabled) {
 		c.mu.Lock()
 		if c.firstErr == nil {
 			c.firstErr = err
@@ -409,13 +415,26 @@ func (c *confinedFS) Glob(pattern string) ([]string, error) {
 	return out, nil
 }
 
-// ReadFile returns the content of file p, read under the caps.
+// ReadFile returns the content of file p, read under the caps. A directory the
+// preflight built as plugin configs reads as those configs.
 func (c *confinedFS) ReadFile(p string) ([]byte, error) {
 	r, err := c.resolveVirtual(p)
 	if err != nil {
 		return nil, err
 	}
-	b, err := c.readFile(r, r.rel)
+	c.mu.Lock()
+	b, built := c.plugins[r.rel]
+	_, sealed := c.plugins[path.Dir(r.rel)]
+	c.mu.Unlock()
+	if r.info.IsDir() && built {
+		return bytes.Clone(b), nil
+	}
+	if sealed && slices.Contains(kustomizationFileNames, path.Base(r.rel)) {
+		// Only the preflight builds a plugin directory; should kustomize try, it
+		// would find no kustomization.
+		return nil, c.note(classErr(ErrPluginDisabled, "%s: the kustomization of a generators, transformers or validators directory is read by the preflight only", r.rel))
+	}
+	b, err = c.readFile(r, r.rel)
 	if err != nil {
 		return nil, c.note(err)
 	}
