@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -38,13 +39,17 @@ const maxSymlinkHops = 40
 //
 // It enforces the file caps of Limits on everything read, caches what it read for
 // the duration of one render, and implements kustomize's filesys.FileSystem over the
-// virtual mountPoint.
+// virtual mountPoint. Once the render's context is done every call fails, so that
+// kustomize, which takes no context, stops at its next file system call.
 type confinedFS struct {
+	ctx    context.Context
 	root   *os.Root
 	limits Limits
 	// guardYAML checks the YAML of everything read for anchor bombs and deep nesting
 	// before kustomize (whose parser expands aliases by copying) gets to see it.
 	guardYAML bool
+	// readHook, when set (tests only), runs before every file read.
+	readHook func(ctx context.Context, rel string)
 
 	mu    sync.Mutex
 	cache map[string][]byte
@@ -61,8 +66,13 @@ type confinedFS struct {
 
 var _ filesys.FileSystem = (*confinedFS)(nil)
 
-func newConfinedFS(root *os.Root, limits Limits) *confinedFS {
-	return &confinedFS{root: root, limits: limits, cache: map[string][]byte{}, plugins: map[string][]byte{}}
+func newConfinedFS(ctx context.Context, root *os.Root, limits Limits) *confinedFS {
+	return &confinedFS{ctx: ctx, root: root, limits: limits, cache: map[string][]byte{}, plugins: map[string][]byte{}}
+}
+
+// alive fails once the render's context is done.
+func (c *confinedFS) alive() error {
+	return c.ctx.Err()
 }
 
 // resolved is a path relative to the root with every symlink expanded.
@@ -87,6 +97,9 @@ func splitRel(p string) []string {
 // way leaves the root (absolute symlink targets always do), with ErrSymlinkLoop
 // after maxSymlinkHops expansions, and with ErrNotFound when something is missing.
 func (c *confinedFS) resolve(rel string) (resolved, error) {
+	if err := c.alive(); err != nil {
+		return resolved{}, err
+	}
 	if filepath.IsAbs(rel) {
 		return resolved{}, classErr(ErrOutsideRoot, "%s is an absolute path", rel)
 	}
@@ -168,6 +181,15 @@ func errText(err error) string {
 // readFile returns the content of the resolved regular file r, counting it against
 // the caps once (later reads come from the cache). display names it in errors.
 func (c *confinedFS) readFile(r resolved, display string) ([]byte, error) {
+	if err := c.alive(); err != nil {
+		return nil, err
+	}
+	if c.readHook != nil {
+		c.readHook(c.ctx, r.rel)
+		if err := c.alive(); err != nil {
+			return nil, err
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b, ok := c.cache[r.rel]; ok {
@@ -244,6 +266,9 @@ func (c *confinedFS) countEntry() error {
 
 // readDir lists the resolved directory r, sorted by name.
 func (c *confinedFS) readDir(r resolved) ([]fs.DirEntry, error) {
+	if err := c.alive(); err != nil {
+		return nil, err
+	}
 	f, err := c.root.Open(r.rel)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %s", ErrNotFound, r.rel, errText(err))
@@ -466,6 +491,9 @@ func (c *confinedFS) walk(vp string, r resolved, fn filepath.WalkFunc) error {
 		return fn(vp, r.info, c.note(err))
 	}
 	for _, e := range entries {
+		if err := c.alive(); err != nil {
+			return err
+		}
 		childRel := path.Join(r.rel, e.Name())
 		if r.rel == "." {
 			childRel = e.Name()

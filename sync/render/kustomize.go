@@ -64,6 +64,12 @@ import (
 // base, a kustomization that includes itself, a diamond of bases that expands
 // exponentially.
 //
+// Time. krusty takes no context. Every call it makes into confinedFS fails once
+// the render's deadline has passed, so it stops at its next file read; with the
+// network and exec ruled out, what it does between two reads is bounded CPU work
+// on inputs already bounded by Limits. Render never starts a goroutine, so nothing
+// outlives it, and no temporary directory is ever made (only a git clone would).
+//
 // The OpenAPI schema: kustomize parses its built-in Kubernetes schema into a
 // process-wide cache on first use. krusty resets it only when a kustomization
 // sets `openapi:`, which the preflight refuses, so it is parsed at most once per
@@ -138,6 +144,9 @@ func (p *preflight) build(rel string) (resmap.ResMap, error) {
 	}
 	if perr := p.cfs.policyErr(); perr != nil {
 		return nil, perr
+	}
+	if cerr := p.cfs.alive(); cerr != nil {
+		return nil, cerr
 	}
 	if types.IsErrOnlyBuiltinPluginsAllowed(err) {
 		return nil, classErr(ErrPluginDisabled, "%s", p.scrub(err.Error()))
