@@ -29,6 +29,11 @@ type ReconcilerOptions struct {
 	// of every kind applied need rights a locked-down (multi-tenant) daemon does not have;
 	// drift is then corrected by the full sync every FullSyncInterval.
 	DisableDriftWatch bool
+	// RenderTimeout bounds one render (render.DefaultTimeout, 2m, when zero).
+	RenderTimeout time.Duration
+	// MaxConcurrentPerNamespace caps the reconciles of one namespace that run at once
+	// (NamespaceLimiter), so that one tenant cannot occupy every worker.
+	MaxConcurrentPerNamespace int
 }
 
 // NewReconciler wires the reconciler of the daemon to a manager: pollers, git cache,
@@ -73,7 +78,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		Config:                cfg,
 		Recorder:              mgr.GetEventRecorder("converge"),
 		Fetcher:               fetcher,
-		Renderer:              KustomizeRenderer{Mapper: mgr.GetRESTMapper()},
+		Renderer:              KustomizeRenderer{Mapper: mgr.GetRESTMapper(), Timeout: o.RenderTimeout},
 		Health:                watchHealth,
 		Applier:               Applier{Concurrency: o.ApplyConcurrency},
 		Clock:                 clock.RealClock{},
