@@ -609,8 +609,10 @@ var scpLike = regexp.MustCompile(`^[a-z][a-z0-9-]*@`)
 func looksRemote(s string) bool {
 	l := strings.ToLower(strings.TrimSpace(s))
 	l = strings.TrimPrefix(l, "git::")
-	if u, err := url.Parse(s); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
-		return true // what kustomize's loader fetches (loader.IsRemoteFile)
+	if strings.Contains(s, ":") { // no scheme without one; spares a parse per local path
+		if u, err := url.Parse(s); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+			return true // what kustomize's loader fetches (loader.IsRemoteFile)
+		}
 	}
 	return strings.Contains(l, "://") ||
 		strings.HasPrefix(l, "github.com/") || strings.HasPrefix(l, "github.com:") ||
