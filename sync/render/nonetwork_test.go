@@ -303,8 +303,8 @@ func TestKustomizationFieldsAreClassified(t *testing.T) {
 		"HelmCharts", "HelmGlobals", "HelmChartInflationGenerator", // refused
 	}
 	inert := []string{ // no file or URL is ever loaded from these
-		"TypeMeta", "MetaData", "OpenAPI_", "NamePrefix", "NameSuffix", "Namespace", "CommonLabels", "Labels",
-		"CommonAnnotations", "Images", "Replicas", "Vars", "SortOptions", "GeneratorOptions", "Inventory",
+		"TypeMeta", "MetaData", "NamePrefix", "NameSuffix", "Namespace", "CommonLabels", "Labels",
+		"CommonAnnotations", "Images", "Replicas", "Vars", "SortOptions", "GeneratorOptions",
 		"BuildMetadata", "ImageTags",
 	}
 	typ := reflect.TypeOf(types.Kustomization{})
