@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,6 +17,9 @@ import (
 type KustomizeRenderer struct {
 	// Mapper tells the scope of custom kinds already installed; nil takes them as namespaced.
 	Mapper meta.RESTMapper
+	// Timeout bounds one render (render.DefaultTimeout when zero); a render that runs
+	// out of time fails with render.ErrRenderTimeout ("render exceeded 2m0s").
+	Timeout time.Duration
 }
 
 // Render implements Renderer.
@@ -26,6 +30,7 @@ func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget
 		TargetNamespace: st.Spec.TargetNamespace,
 		OwnerName:       st.Name,
 		OwnerNamespace:  st.Namespace,
+		Timeout:         k.Timeout,
 	}
 	if k.Mapper != nil {
 		opts.IsNamespaced = func(gvk schema.GroupVersionKind) (bool, error) {

@@ -32,6 +32,11 @@ type ReconcilerOptions struct {
 	DisableDriftWatch bool
 	// NoCrossNamespaceDependencies refuses dependsOn entries naming another namespace.
 	NoCrossNamespaceDependencies bool
+	// RenderTimeout bounds one render (render.DefaultTimeout, 2m, when zero).
+	RenderTimeout time.Duration
+	// MaxConcurrentPerNamespace caps the reconciles of one namespace that run at once
+	// (NamespaceLimiter), so that one tenant cannot occupy every worker.
+	MaxConcurrentPerNamespace int
 }
 
 // NewReconciler wires the reconciler of the daemon to a manager: pollers, git cache,
@@ -76,7 +81,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		Config:                cfg,
 		Recorder:              mgr.GetEventRecorder("converge"),
 		Fetcher:               fetcher,
-		Renderer:              KustomizeRenderer{Mapper: mgr.GetRESTMapper()},
+		Renderer:              KustomizeRenderer{Mapper: mgr.GetRESTMapper(), Timeout: o.RenderTimeout},
 		Health:                watchHealth,
 		Applier:               apply.Applier{Concurrency: o.ApplyConcurrency},
 		Clock:                 clock.RealClock{},
@@ -85,6 +90,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		Drift:                 drift,
 
 		NoCrossNamespaceDependencies: o.NoCrossNamespaceDependencies,
+		MaxConcurrentPerNamespace:    o.MaxConcurrentPerNamespace,
 	}, nil
 }
 

@@ -49,6 +49,9 @@ type Reconciler struct {
 	// (multi-tenancy: a tenant must not learn whether another namespace's SyncTarget
 	// exists or is Ready).
 	NoCrossNamespaceDependencies bool
+	// MaxConcurrentPerNamespace caps the reconciles of one namespace that run at once
+	// (see NamespaceLimiter); zero or less leaves them uncapped.
+	MaxConcurrentPerNamespace int
 
 	clients gosync.Map // impersonated user → client.Client
 	states  states

@@ -53,6 +53,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if f, ok := r.Fetcher.(*GitFetcher); ok && f.Wake != nil {
 		b = b.WatchesRawSource(source.Channel(f.Wake, &handler.EnqueueRequestForObject{}))
 	}
+	if r.MaxConcurrentPerNamespace > 0 {
+		return b.Complete(NewNamespaceLimiter(r, r.MaxConcurrentPerNamespace))
+	}
 	return b.Complete(r)
 }
 

@@ -1,8 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 )
@@ -79,4 +88,72 @@ spec:
 			})
 		}
 	})
+}
+
+// TestBuildNeverReachesTheNetwork runs the real binary on a repository whose
+// generators directory patches its ConfigMapGenerator to read a URL on loopback
+// (files: [loot=http://…]), and a transformers directory patching a
+// PatchTransformer's path to one. The server never answers (a render that fetched
+// would hang) and counts requests; a fake git first on PATH leaves a marker. The
+// build must exit 2 at once with a clear error, with no request and no git.
+func TestBuildNeverReachesTheNetwork(t *testing.T) {
+	var requests atomic.Int64
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		select { // accept and never answer
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(stop)
+	bin := t.TempDir()
+	marker := filepath.Join(t.TempDir(), "git-ran")
+	if err := os.WriteFile(filepath.Join(bin, "git"), []byte("#!/bin/sh\ntouch "+marker+"\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	patched := func(kind, patch string) string {
+		return "resources: [config.yaml]\npatches:\n- patch: |\n    apiVersion: builtin\n    kind: " + kind + "\n    metadata: {name: p}\n    " + patch + "\n"
+	}
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{name: "generator directory: ConfigMapGenerator files", want: `generators: gen (as built) ConfigMapGenerator files: "loot=` + srv.URL, files: map[string]string{
+			"kustomization.yaml":     "generators: [gen]\n",
+			"gen/kustomization.yaml": patched("ConfigMapGenerator", "files: [loot="+srv.URL+"/x]"),
+			"gen/config.yaml":        "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata: {name: p}\nliterals: [a=b]\n",
+		}},
+		{name: "transformer directory: PatchTransformer path", want: `transformers: t (as built) PatchTransformer path: "` + srv.URL, files: map[string]string{
+			"kustomization.yaml":   "resources: [cm.yaml]\ntransformers: [t]\n",
+			"cm.yaml":              "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+			"t/kustomization.yaml": patched("PatchTransformer", "patch: null\n    path: "+srv.URL+"/p.yaml"),
+			"t/config.yaml":        "apiVersion: builtin\nkind: PatchTransformer\nmetadata: {name: p}\npatch: '{}'\ntarget: {kind: ConfigMap}\n",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			repo := t.TempDir()
+			diffWriteFiles(t, repo, tt.files)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, binary, "build", repo, "--kubeconfig", filepath.Join(t.TempDir(), "absent"))
+			cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "TMPDIR="+t.TempDir())
+			var out, errOut bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			err := cmd.Run()
+			g.Expect(ctx.Err()).NotTo(HaveOccurred(), "converge build did not hang")
+			var ee *exec.ExitError
+			g.Expect(errors.As(err, &ee)).To(BeTrue(), "converge build failed: %v", err)
+			g.Expect(ee.ExitCode()).To(Equal(2), errOut.String())
+			g.Expect(out.String()).To(BeEmpty(), "nothing is printed")
+			g.Expect(errOut.String()).To(ContainSubstring("remote kustomize resources are not allowed"))
+			g.Expect(errOut.String()).To(ContainSubstring(tt.want))
+			g.Expect(requests.Load()).To(BeZero(), "the loopback server got no request")
+			g.Expect(marker).NotTo(BeAnExistingFile(), "git was not run")
+		})
+	}
 }

@@ -25,6 +25,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
 	convergesync "github.com/converge-gitops/converge/sync"
+	"github.com/converge-gitops/converge/sync/render"
 )
 
 // managerOptions configure the controller manager: endpoints, leader election, sharding.
@@ -39,6 +40,7 @@ type managerOptions struct {
 	renewDeadline      time.Duration
 	retryPeriod        time.Duration
 	concurrency        int
+	perNamespace       int
 	qps                float32
 	burst              int
 	watchLabelSelector string
@@ -55,9 +57,19 @@ func (o *managerOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader tries to renew before it gives up leading")
 	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	fs.IntVar(&o.concurrency, "concurrency", 20, "SyncTargets reconciled at once")
+	fs.IntVar(&o.perNamespace, "max-concurrent-per-namespace", 0,
+		"SyncTargets of one namespace reconciled at once, so that one tenant cannot occupy every worker (default: half of --concurrency, at least 1)")
 	fs.Float32Var(&o.qps, "kube-api-qps", 500, "client-side limit of API requests per second (the API server's priority and fairness still applies)")
 	fs.IntVar(&o.burst, "kube-api-burst", 1000, "burst above --kube-api-qps")
 	fs.StringVar(&o.watchLabelSelector, "watch-label-selector", "", "only reconcile SyncTargets matching this label selector (sharding)")
+}
+
+// maxPerNamespace is --max-concurrent-per-namespace, or half of --concurrency.
+func (o *managerOptions) maxPerNamespace() int {
+	if o.perNamespace > 0 {
+		return o.perNamespace
+	}
+	return max(o.concurrency/2, 1)
 }
 
 // sourceOptions configure fetching and the checkout cache.
@@ -84,6 +96,7 @@ type syncOptions struct {
 	applyConcurrency      int
 	driftWatch            bool
 	crossNamespaceDeps    bool
+	renderTimeout         time.Duration
 }
 
 func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
@@ -95,6 +108,8 @@ func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
 		"watch managed objects cluster-wide to undo changes made outside Git at once; without it (multi-tenancy: the daemon may not watch), the full sync corrects drift")
 	fs.BoolVar(&o.crossNamespaceDeps, "allow-cross-namespace-dependencies", true,
 		"let spec.dependsOn name SyncTargets of other namespaces; without it (multi-tenancy) such a SyncTarget is Stalled and the other namespace is never read")
+	fs.DurationVar(&o.renderTimeout, "render-timeout", render.DefaultTimeout,
+		"deadline of one render (kustomize build or manifests read); a render that takes longer fails with BuildFailed")
 }
 
 type serveOptions struct {
@@ -122,6 +137,12 @@ func newServeCommand() *cobra.Command {
 }
 
 func (o *serveOptions) run(ctx context.Context) error {
+	if o.sync.renderTimeout <= 0 {
+		return fmt.Errorf("--render-timeout must be positive, got %s", o.sync.renderTimeout)
+	}
+	if o.manager.perNamespace < 0 {
+		return fmt.Errorf("--max-concurrent-per-namespace must not be negative, got %d", o.manager.perNamespace)
+	}
 	ctrl.SetLogger(zap.New())
 	cfg, err := o.kube.restConfig()
 	if err != nil {
@@ -176,11 +197,12 @@ func (o *serveOptions) run(ctx context.Context) error {
 		Cache: sources.CacheOptions{
 			Dir: o.source.cacheDir, MaxBytes: o.source.maxBytes, MaxFiles: o.source.maxFiles, FetchTimeout: o.source.fetchTimeout,
 		},
-		ApplyConcurrency:      o.sync.applyConcurrency,
-		DefaultServiceAccount: o.sync.defaultServiceAccount,
-		FullSyncInterval:      o.sync.fullSyncInterval,
-		DisableDriftWatch:     !o.sync.driftWatch,
-
+		ApplyConcurrency:             o.sync.applyConcurrency,
+		DefaultServiceAccount:        o.sync.defaultServiceAccount,
+		FullSyncInterval:             o.sync.fullSyncInterval,
+		DisableDriftWatch:            !o.sync.driftWatch,
+		RenderTimeout:                o.sync.renderTimeout,
+		MaxConcurrentPerNamespace:    o.manager.maxPerNamespace(),
 		NoCrossNamespaceDependencies: !o.sync.crossNamespaceDeps,
 	})
 	if err != nil {

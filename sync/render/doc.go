@@ -7,8 +7,10 @@
 // system confined to the checkout root (no `..`, absolute path or symlink leaves
 // it), capped in file size, total bytes, file and document count, nesting depth and
 // YAML alias expansion. Kustomize gets no remote bases or files, no plugins, KRM
-// functions, helm or exec, and no custom OpenAPI schema. A failure is an *Error
-// naming the file and document, never quoting a document's content.
+// functions, helm or exec, and no custom OpenAPI schema; nothing it is handed
+// names a URL, so a render never reaches the network or runs git (kustomize.go
+// explains how). Every render has a deadline. A failure is an *Error naming the
+// file and document, never quoting a document's content.
 //
 // Render reads the shared, read-only checkout in place: no copy or unpack per call,
 // and kustomize's OpenAPI schema is parsed once per process.

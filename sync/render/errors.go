@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Classes of render failure. Every error Render returns is an *Error whose chain
@@ -33,7 +34,20 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrInvalidOptions: the Options themselves are unusable (a caller bug or a bad spec).
 	ErrInvalidOptions = errors.New("invalid render options")
+	// ErrRenderTimeout: the render did not finish within Options.Timeout. The *Error
+	// then reads "render exceeded <timeout>" and names no file.
+	ErrRenderTimeout = errors.New("render exceeded its deadline")
 )
+
+// timeoutError is the cause of a render that ran out of time: it reads
+// "render exceeded 2m0s" and is ErrRenderTimeout. It deliberately does not wrap
+// context.DeadlineExceeded: the commit's content is at fault (BuildFailed), not the
+// caller's context.
+type timeoutError struct{ after time.Duration }
+
+func (e timeoutError) Error() string { return "render exceeded " + e.after.String() }
+
+func (e timeoutError) Is(target error) bool { return target == ErrRenderTimeout }
 
 // Error is the error Render returns. It names the file, relative to the checkout root,
 // and the YAML document within it when the failure is about one document. It never
@@ -49,8 +63,13 @@ type Error struct {
 	Err error
 }
 
-// Error formats as "render <file>: document <n>: <cause>".
+// Error formats as "render <file>: document <n>: <cause>", and a timeout as
+// "render exceeded <timeout>".
 func (e *Error) Error() string {
+	var te timeoutError
+	if e.File == "" && e.Document == 0 && errors.As(e.Err, &te) {
+		return te.Error()
+	}
 	var b strings.Builder
 	b.WriteString("render")
 	if e.File != "" {

@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -37,16 +39,25 @@ const maxSymlinkHops = 40
 //
 // It enforces the file caps of Limits on everything read, caches what it read for
 // the duration of one render, and implements kustomize's filesys.FileSystem over the
-// virtual mountPoint.
+// virtual mountPoint. Once the render's context is done every call fails, so that
+// kustomize, which takes no context, stops at its next file system call.
 type confinedFS struct {
+	ctx    context.Context
 	root   *os.Root
 	limits Limits
 	// guardYAML checks the YAML of everything read for anchor bombs and deep nesting
 	// before kustomize (whose parser expands aliases by copying) gets to see it.
 	guardYAML bool
+	// readHook, when set (tests only), runs before every file read.
+	readHook func(ctx context.Context, rel string)
 
-	mu       sync.Mutex
-	cache    map[string][]byte
+	mu    sync.Mutex
+	cache map[string][]byte
+	// plugins maps a directory listed under generators, transformers or validators
+	// to the plugin configs it builds, built and checked by the preflight. Kustomize
+	// reads such an entry as a file first: it gets these bytes, and never builds the
+	// directory itself (see renderKustomize).
+	plugins  map[string][]byte
 	files    int   // distinct files read
 	entries  int   // directory entries visited by the plain-YAML walk
 	total    int64 // bytes read
@@ -55,8 +66,13 @@ type confinedFS struct {
 
 var _ filesys.FileSystem = (*confinedFS)(nil)
 
-func newConfinedFS(root *os.Root, limits Limits) *confinedFS {
-	return &confinedFS{root: root, limits: limits, cache: map[string][]byte{}}
+func newConfinedFS(ctx context.Context, root *os.Root, limits Limits) *confinedFS {
+	return &confinedFS{ctx: ctx, root: root, limits: limits, cache: map[string][]byte{}, plugins: map[string][]byte{}}
+}
+
+// alive fails once the render's context is done.
+func (c *confinedFS) alive() error {
+	return c.ctx.Err()
 }
 
 // resolved is a path relative to the root with every symlink expanded.
@@ -81,6 +97,9 @@ func splitRel(p string) []string {
 // way leaves the root (absolute symlink targets always do), with ErrSymlinkLoop
 // after maxSymlinkHops expansions, and with ErrNotFound when something is missing.
 func (c *confinedFS) resolve(rel string) (resolved, error) {
+	if err := c.alive(); err != nil {
+		return resolved{}, err
+	}
 	if filepath.IsAbs(rel) {
 		return resolved{}, classErr(ErrOutsideRoot, "%s is an absolute path", rel)
 	}
@@ -162,6 +181,15 @@ func errText(err error) string {
 // readFile returns the content of the resolved regular file r, counting it against
 // the caps once (later reads come from the cache). display names it in errors.
 func (c *confinedFS) readFile(r resolved, display string) ([]byte, error) {
+	if err := c.alive(); err != nil {
+		return nil, err
+	}
+	if c.readHook != nil {
+		c.readHook(c.ctx, r.rel)
+		if err := c.alive(); err != nil {
+			return nil, err
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b, ok := c.cache[r.rel]; ok {
@@ -238,6 +266,9 @@ func (c *confinedFS) countEntry() error {
 
 // readDir lists the resolved directory r, sorted by name.
 func (c *confinedFS) readDir(r resolved) ([]fs.DirEntry, error) {
+	if err := c.alive(); err != nil {
+		return nil, err
+	}
 	f, err := c.root.Open(r.rel)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %s", ErrNotFound, r.rel, errText(err))
@@ -284,7 +315,7 @@ func toVirtual(rel string) string {
 // note records the first policy violation met on kustomize's behalf, so that the
 // render reports it instead of whatever kustomize wraps it in.
 func (c *confinedFS) note(err error) error {
-	if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrSymlinkLoop) || errors.Is(err, ErrLimitExceeded) {
+	if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrSymlinkLoop) || errors.Is(err, ErrLimitExceeded) || errors.Is(err, ErrPluginDisabled) {
 		c.mu.Lock()
 		if c.firstErr == nil {
 			c.firstErr = err
@@ -409,13 +440,26 @@ func (c *confinedFS) Glob(pattern string) ([]string, error) {
 	return out, nil
 }
 
-// ReadFile returns the content of file p, read under the caps.
+// ReadFile returns the content of file p, read under the caps. A directory the
+// preflight built as plugin configs reads as those configs.
 func (c *confinedFS) ReadFile(p string) ([]byte, error) {
 	r, err := c.resolveVirtual(p)
 	if err != nil {
 		return nil, err
 	}
-	b, err := c.readFile(r, r.rel)
+	c.mu.Lock()
+	b, built := c.plugins[r.rel]
+	_, sealed := c.plugins[path.Dir(r.rel)]
+	c.mu.Unlock()
+	if r.info.IsDir() && built {
+		return bytes.Clone(b), nil
+	}
+	if sealed && slices.Contains(kustomizationFileNames, path.Base(r.rel)) {
+		// Only the preflight builds a plugin directory; should kustomize try, it
+		// would find no kustomization.
+		return nil, c.note(classErr(ErrPluginDisabled, "%s: the kustomization of a generators, transformers or validators directory is read by the preflight only", r.rel))
+	}
+	b, err = c.readFile(r, r.rel)
 	if err != nil {
 		return nil, c.note(err)
 	}
@@ -447,6 +491,9 @@ func (c *confinedFS) walk(vp string, r resolved, fn filepath.WalkFunc) error {
 		return fn(vp, r.info, c.note(err))
 	}
 	for _, e := range entries {
+		if err := c.alive(); err != nil {
+			return err
+		}
 		childRel := path.Join(r.rel, e.Name())
 		if r.rel == "." {
 			childRel = e.Name()

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+	gosync "sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -16,8 +18,10 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/provider"
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/api/types"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // Building kustomizations safely.
@@ -28,17 +32,43 @@ import (
 // (types.DisabledPluginConfig: built-in generators and transformers only, no exec or
 // container functions, no helm).
 //
-// Two things cannot be stopped from inside the file system: kustomize fetches
-// http(s) resources with its own HTTP client and clones git URLs by exec'ing git,
-// and neither is configurable through krusty. So before krusty runs, a preflight
-// walks the kustomization graph the way kustomize will and refuses every field
-// that kustomize would load from a URL — resources, components, patches,
-// generator files, CRDs, configurations, replacements, and the path fields of
-// built-in plugin configs — and anything naming a non-built-in plugin, a function,
-// helm, or a custom OpenAPI schema (which kustomize keeps in a process-wide
-// variable, and panics on when invalid). The preflight also gives the clear
-// errors: an escaping base, a kustomization that includes itself, a diamond of
-// bases that expands exponentially.
+// No network, no git. Kustomize's file loader fetches any http(s) URL it is asked
+// to Load with its own http.Client, and clones any git-like URL it is asked to make
+// a New root from by exec'ing git — both before the file system is consulted, and
+// krusty (v0.21) offers no option to give the loader another client or cloner. So
+// the loader must never be asked. Everything it is asked comes from two places:
+//
+//   - the fields of kustomization files (resources, components, generators,
+//     transformers, validators, patches, replacements, generator files and env
+//     files, crds, configurations, openapi, helm). The preflight parses each
+//     kustomization with kustomize's own types, exactly as kustomize will, and
+//     refuses every entry that kustomize could take for a URL, and every entry of
+//     resources, components, generators, transformers and validators that is not
+//     a local file or directory. TestKustomizationFieldsAreClassified fails when a
+//     kustomize upgrade adds a field nobody has classified.
+//   - the configs of built-in plugins (generators, transformers, validators), whose
+//     path fields the plugins Load. A config is inline, a file, or the output of a
+//     directory's kustomization — which can patch or rewrite a config into anything.
+//     The preflight parses inline configs and files with kustomize's own resource
+//     factory and checks each config as its plugin will decode it (JSON keys match
+//     case-insensitively, so "PATH" is "path"). A directory it builds itself, bottom
+//     up, checks the configs that come out, and hands them to kustomize in place of
+//     the directory: kustomize loads a generators/transformers/validators entry as a
+//     file first, and confinedFS answers that read of the directory with the checked
+//     configs, so kustomize never builds such a directory itself. Its kustomization
+//     file is then sealed (unreadable to kustomize) so that it could not either.
+//
+// Anything naming a non-built-in plugin, a function, helm, or a custom OpenAPI
+// schema (which kustomize keeps in a process-wide variable, and panics on when
+// invalid) is refused too. The preflight also gives the clear errors: an escaping
+// base, a kustomization that includes itself, a diamond of bases that expands
+// exponentially.
+//
+// Time. krusty takes no context. Every call it makes into confinedFS fails once
+// the render's deadline has passed, so it stops at its next file read; with the
+// network and exec ruled out, what it does between two reads is bounded CPU work
+// on inputs already bounded by Limits. Render never starts a goroutine, so nothing
+// outlives it, and no temporary directory is ever made (only a git clone would).
 //
 // The OpenAPI schema: kustomize parses its built-in Kubernetes schema into a
 // process-wide cache on first use. krusty resets it only when a kustomization
@@ -58,29 +88,19 @@ func kustomizeOptions() *krusty.Options {
 // renderKustomize builds the kustomization in directory rel.
 func renderKustomize(ctx context.Context, cfs *confinedFS, rel, display string) (items []item, err error) {
 	cfs.guardYAML = true
-	pf := &preflight{cfs: cfs, done: map[pfKey]int{}}
+	pf := newPreflight(cfs)
 	if _, err := pf.kustomization(rel, false); err != nil {
 		return nil, err
 	}
-	// Kustomize quotes inputs in some of its errors (all the literals of a
-	// generator, a bad env-file line, parts of objects): redact every Secret value
-	// the build could hold before any of its messages leave this package.
-	scrub := func(msg string) string { return redact(unmount(msg), append(pf.sensitive, cfs.secretValues()...)) }
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 
-	k := krusty.MakeKustomizer(kustomizeOptions())
-	rm, err := runKrusty(k, cfs, toVirtual(rel))
+	rm, err := pf.build(rel)
 	if err != nil {
-		if perr := cfs.policyErr(); perr != nil {
-			return nil, fileErr(display, perr)
-		}
-		if types.IsErrOnlyBuiltinPluginsAllowed(err) {
-			return nil, fileErr(display, classErr(ErrPluginDisabled, "%s", scrub(err.Error())))
-		}
-		return nil, fileErr(display, classErr(ErrKustomize, "%s", scrub(err.Error())))
+		return nil, fileErr(display, err)
 	}
+	scrub := pf.scrub
 	resources := rm.Resources()
 	if len(resources) > cfs.limits.MaxDocuments {
 		return nil, fileErr(display, classErr(ErrLimitExceeded, "more than %d objects", cfs.limits.MaxDocuments))
@@ -113,6 +133,33 @@ func runKrusty(k *krusty.Kustomizer, cfs *confinedFS, dir string) (rm resmap.Res
 	return k.Run(cfs, dir)
 }
 
+// build runs kustomize on the kustomization in directory rel, and classifies its
+// failure. Kustomize quotes inputs in some of its errors (all the literals of a
+// generator, a bad env-file line, parts of objects): every Secret value the build
+// could hold is redacted before any of its messages leave this package.
+func (p *preflight) build(rel string) (resmap.ResMap, error) {
+	rm, err := runKrusty(krusty.MakeKustomizer(kustomizeOptions()), p.cfs, toVirtual(rel))
+	if err == nil {
+		return rm, nil
+	}
+	if perr := p.cfs.policyErr(); perr != nil {
+		return nil, perr
+	}
+	if cerr := p.cfs.alive(); cerr != nil {
+		return nil, cerr
+	}
+	if types.IsErrOnlyBuiltinPluginsAllowed(err) {
+		return nil, classErr(ErrPluginDisabled, "%s", p.scrub(err.Error()))
+	}
+	return nil, classErr(ErrKustomize, "%s", p.scrub(err.Error()))
+}
+
+// scrub makes a kustomize message fit to leave the package: paths relative to
+// the repository, Secret values redacted.
+func (p *preflight) scrub(msg string) string {
+	return redact(unmount(msg), append(p.sensitive, p.cfs.secretValues()...))
+}
+
 // unmount removes the mount point from kustomize's messages, leaving paths
 // relative to the repository root.
 func unmount(s string) string {
@@ -133,8 +180,16 @@ type preflight struct {
 	stack []string      // directories being walked, for cycle messages
 	done  map[pfKey]int // resource references each kustomization expands to
 	seen  int           // kustomizations walked
+	// bases and pluginDirs are the directories referenced as resources or
+	// components, and as generators, transformers or validators: a directory may
+	// not be both (kustomize would get its built plugin configs as resources).
+	bases, pluginDirs map[string]string // directory -> the kustomization naming it
 	// sensitive holds the values secretGenerators put into Secrets, for redaction.
 	sensitive []string
+}
+
+func newPreflight(cfs *confinedFS) *preflight {
+	return &preflight{cfs: cfs, done: map[pfKey]int{}, bases: map[string]string{}, pluginDirs: map[string]string{}}
 }
 
 // kustomization checks the kustomization in directory dir and everything it refers
@@ -196,7 +251,7 @@ func (p *preflight) kustomization(dir string, plugins bool) (int, error) {
 		return nil
 	}
 	for _, res := range k.Resources {
-		n, err := p.reference(dir, "resources", res, plugins, false)
+		n, err := p.base(dir, file, "resources", res, plugins, false)
 		if err != nil {
 			return 0, fileErr(file, err)
 		}
@@ -205,7 +260,7 @@ func (p *preflight) kustomization(dir string, plugins bool) (int, error) {
 		}
 	}
 	for _, c := range k.Components {
-		n, err := p.reference(dir, "components", c, plugins, true)
+		n, err := p.base(dir, file, "components", c, plugins, true)
 		if err != nil {
 			return 0, fileErr(file, err)
 		}
@@ -216,15 +271,8 @@ func (p *preflight) kustomization(dir string, plugins bool) (int, error) {
 	for _, f := range []namedList{
 		{"generators", k.Generators}, {"transformers", k.Transformers}, {"validators", k.Validators},
 	} {
-		field := f.field
 		for _, entry := range f.entries {
-			if inline, err := p.inlinePluginConfig(field, entry); inline || err != nil {
-				if err != nil {
-					return 0, fileErr(file, err)
-				}
-				continue
-			}
-			if _, err := p.reference(dir, field, entry, true, false); err != nil {
+			if err := p.pluginEntry(dir, file, f.field, entry); err != nil {
 				return 0, fileErr(file, err)
 			}
 		}
@@ -233,102 +281,195 @@ func (p *preflight) kustomization(dir string, plugins bool) (int, error) {
 	return total, nil
 }
 
+// base checks one entry of resources or components.
+func (p *preflight) base(dir, file, field, entry string, plugins, mustBeDir bool) (int, error) {
+	n, r, err := p.reference(dir, field, entry, plugins, mustBeDir)
+	if err != nil {
+		return 0, err
+	}
+	if r.info.IsDir() {
+		if by, ok := p.pluginDirs[r.rel]; ok {
+			return 0, classErr(ErrKustomize, "%s: %q is also listed as a generators, transformers or validators directory by %s", field, entry, by)
+		}
+		p.bases[r.rel] = file
+	}
+	return n, nil
+}
+
+// pluginEntry checks one entry of generators, transformers or validators: an
+// inline config, a file of configs, or a directory whose kustomization builds the
+// configs. A directory is built here, its output checked and kept for kustomize,
+// which then never builds the directory itself (see confinedFS.ReadFile).
+func (p *preflight) pluginEntry(dir, file, field, entry string) error {
+	if inline, err := p.inlinePluginConfig(field, entry); inline || err != nil {
+		return err
+	}
+	_, r, err := p.reference(dir, field, entry, true, false)
+	if err != nil || !r.info.IsDir() {
+		return err
+	}
+	if by, ok := p.bases[r.rel]; ok {
+		return classErr(ErrKustomize, "%s: %q is also a base (resources or components) of %s", field, entry, by)
+	}
+	p.pluginDirs[r.rel] = file
+	return p.buildPluginDir(field, r.rel)
+}
+
+// buildPluginDir builds the kustomization in directory rel, whose output are plugin
+// configs, checks those configs, and keeps them for kustomize to read in place of
+// the directory. Directories it refers to were walked, and plugin directories among
+// them built, before (bottom up), so this build gets their checked output too.
+func (p *preflight) buildPluginDir(field, rel string) error {
+	p.cfs.mu.Lock()
+	_, built := p.cfs.plugins[rel]
+	p.cfs.mu.Unlock()
+	if built {
+		return nil
+	}
+	rm, err := p.build(rel)
+	if err != nil {
+		return fileErr(rel, err)
+	}
+	data, err := rm.AsYaml()
+	if err != nil {
+		return fileErr(rel, classErr(ErrKustomize, "%s", p.scrub(err.Error())))
+	}
+	if err := p.pluginConfigs(field, rel+" (as built)", data); err != nil {
+		return err
+	}
+	p.cfs.mu.Lock()
+	p.cfs.plugins[rel] = data
+	p.cfs.mu.Unlock()
+	return nil
+}
+
 // reference checks one entry of resources, components, generators, transformers or
-// validators: a file, or a directory holding a kustomization.
-func (p *preflight) reference(dir, field, entry string, plugins, mustBeDir bool) (int, error) {
+// validators: a file, or a directory holding a kustomization. It returns how many
+// resource files the entry expands to, and what it resolves to.
+func (p *preflight) reference(dir, field, entry string, plugins, mustBeDir bool) (int, resolved, error) {
 	if looksRemote(entry) {
-		return 0, classErr(ErrRemoteDisabled, "%s: %q", field, entry)
+		return 0, resolved{}, classErr(ErrRemoteDisabled, "%s: %q", field, entry)
 	}
 	if filepath.IsAbs(entry) {
-		return 0, classErr(ErrOutsideRoot, "%s: %q is an absolute path", field, entry)
+		return 0, resolved{}, classErr(ErrOutsideRoot, "%s: %q is an absolute path", field, entry)
 	}
 	target := path.Join(dir, filepath.ToSlash(entry))
 	if target == ".." || strings.HasPrefix(target, "../") {
-		return 0, classErr(ErrOutsideRoot, "%s: %q leaves the repository", field, entry)
+		return 0, resolved{}, classErr(ErrOutsideRoot, "%s: %q leaves the repository", field, entry)
 	}
 	r, err := p.cfs.resolve(target)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %q: %w", field, entry, err)
+		return 0, resolved{}, fmt.Errorf("%s: %q: %w", field, entry, err)
 	}
 	if r.info.IsDir() {
-		return p.kustomization(r.rel, plugins)
+		n, err := p.kustomization(r.rel, plugins)
+		return n, r, err
 	}
 	if mustBeDir {
-		return 0, classErr(ErrKustomize, "%s: %q is not a directory", field, entry)
+		return 0, resolved{}, classErr(ErrKustomize, "%s: %q is not a directory", field, entry)
 	}
 	if plugins {
 		data, err := p.cfs.readFile(r, r.rel)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %q: %w", field, entry, err)
+			return 0, resolved{}, fmt.Errorf("%s: %q: %w", field, entry, err)
 		}
 		if err := p.pluginConfigs(field, r.rel, data); err != nil {
-			return 0, err
+			return 0, resolved{}, err
 		}
 	}
-	return 1, nil
+	return 1, r, nil
 }
 
 // inlinePluginConfig reports whether entry is an inline plugin config (YAML
-// rather than a path), as kustomize decides, and checks it when it is.
+// rather than a path), as kustomize decides — by whether its resource factory
+// parses the entry — and checks it when it is.
 func (p *preflight) inlinePluginConfig(field, entry string) (bool, error) {
-	if !strings.Contains(entry, ":") {
-		return false, nil
+	if err := guardYAML([]byte(entry), p.cfs.limits); err != nil {
+		return true, fmt.Errorf("%s: inline: %w", field, err)
 	}
-	if looksRemote(entry) && !strings.Contains(entry, "\n") {
-		return false, nil // a URL: reference() refuses it
+	rm, err := pluginConfigFactory().NewResMapFromBytes([]byte(entry))
+	if err != nil {
+		return false, nil // kustomize will take it as a path
 	}
-	if err := p.pluginConfigs(field, "inline", []byte(entry)); err != nil {
-		if errors.Is(err, ErrInvalidDocument) {
-			return false, nil // not YAML: kustomize will take it as a path
-		}
-		return true, err
-	}
-	return true, nil
+	return true, p.checkPluginConfigs(field, "inline", rm)
 }
 
 // builtinPathKeys are the fields of built-in plugin configs that kustomize loads
 // files from (PatchTransformer, PatchJson6902Transformer,
 // PatchStrategicMergeTransformer, ReplacementTransformer, ConfigMapGenerator,
-// SecretGenerator, ValueAddTransformer).
-var builtinPathKeys = map[string]bool{
-	"path": true, "paths": true, "files": true, "envs": true, "env": true,
-	"targetFilePath": true, "valuesFile": true, "additionalValuesFiles": true,
+// SecretGenerator, ValueAddTransformer; HelmChartInflationGenerator is refused
+// whole). They are matched at any depth and case-insensitively, as encoding/json
+// matches them (TestBuiltinPluginsAreClassified lists which plugin loads what).
+var builtinPathKeys = []string{
+	"path", "paths", "files", "envs", "env", "targetFilePath", "valuesFile", "additionalValuesFiles",
 }
 
-// pluginConfigs checks the plugin configs in data: only built-in plugins, none of
-// them helm, none loading from a URL.
+// pluginConfigFactory parses plugin configs as kustomize does: kustomize's own
+// resource factory, in its default configuration (as krusty makes it).
+var pluginConfigFactory = gosync.OnceValue(func() *resmap.Factory {
+	return resmap.NewFactory(provider.NewDepProvider().GetResourceFactory())
+})
+
+// pluginConfigs checks the plugin configs in data, a file or a directory's build
+// output: only built-in plugins, none of them helm, none loading from a URL.
 func (p *preflight) pluginConfigs(field, file string, data []byte) error {
-	docs, err := decodeDocuments(file, data, p.cfs.limits, p.cfs.limits.MaxDocuments)
-	if err != nil {
-		return err
+	if err := guardYAML(data, p.cfs.limits); err != nil {
+		return fmt.Errorf("%s: %s: %w", field, file, err)
 	}
-	for _, d := range docs {
-		m, ok := d.value.(map[string]any)
-		if !ok {
-			return classErr(ErrKustomize, "%s: %s document %d is not a plugin config", field, file, d.index)
-		}
-		apiVersion, _ := m["apiVersion"].(string)
-		kind, _ := m["kind"].(string)
-		if apiVersion != "builtin" {
+	rm, err := pluginConfigFactory().NewResMapFromBytes(data)
+	if err != nil {
+		return classErr(ErrKustomize, "%s: %s: %s", field, file, p.scrub(err.Error()))
+	}
+	return p.checkPluginConfigs(field, file, rm)
+}
+
+// checkPluginConfigs checks each config of rm as kustomize's plugin loader will
+// take it: a built-in plugin when its apiVersion is "builtin", configured from the
+// config's YAML, which the plugin decodes with sigs.k8s.io/yaml into its struct.
+func (p *preflight) checkPluginConfigs(field, file string, rm resmap.ResMap) error {
+	if n := rm.Size(); n > p.cfs.limits.MaxDocuments {
+		return classErr(ErrLimitExceeded, "%s: %s: more than %d plugin configs", field, file, p.cfs.limits.MaxDocuments)
+	}
+	for _, res := range rm.Resources() {
+		gvk := res.GetGvk()
+		if gvk.Group != "" || gvk.Version != "builtin" {
 			what := "plugin"
-			if meta, ok := m["metadata"].(map[string]any); ok {
-				if ann, ok := meta["annotations"].(map[string]any); ok {
-					if _, fn := ann["config.kubernetes.io/function"]; fn {
-						what = "KRM function (exec or container)"
-					}
+			ann := res.GetAnnotations()
+			for _, key := range []string{"config.kubernetes.io/function", "config.k8s.io/function"} {
+				if _, fn := ann[key]; fn {
+					what = "KRM function (exec or container)"
 				}
 			}
 			return classErr(ErrPluginDisabled, "%s: %s %s/%s is an external %s; only built-in generators and transformers are allowed",
-				field, file, apiVersion, kind, what)
+				field, file, gvk.ApiVersion(), gvk.Kind, what)
 		}
-		if strings.HasPrefix(kind, "HelmChart") {
-			return classErr(ErrPluginDisabled, "%s: %s %s: helm is not supported", field, file, kind)
+		if strings.HasPrefix(strings.ToLower(gvk.Kind), "helmchart") {
+			return classErr(ErrPluginDisabled, "%s: %s %s: helm is not supported", field, file, gvk.Kind)
 		}
-		if err := checkPathKeys(field+": "+file+" "+kind, m); err != nil {
+		y, err := res.AsYAML()
+		if err != nil {
+			return classErr(ErrKustomize, "%s: %s %s: %s", field, file, gvk.Kind, p.scrub(err.Error()))
+		}
+		var config any
+		if err := sigsyaml.Unmarshal(y, &config); err != nil {
+			return classErr(ErrKustomize, "%s: %s %s: %s", field, file, gvk.Kind, p.scrub(err.Error()))
+		}
+		if err := checkPathKeys(field+": "+file+" "+gvk.Kind, config); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// isPathKey reports whether k names a file-loading field of a built-in plugin
+// config, compared as encoding/json compares keys with field names.
+func isPathKey(k string) bool {
+	for _, key := range builtinPathKeys {
+		if strings.EqualFold(k, key) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkPathKeys refuses URLs in the file-loading fields of a plugin config.
@@ -336,7 +477,7 @@ func checkPathKeys(where string, v any) error {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, val := range x {
-			if builtinPathKeys[k] {
+			if isPathKey(k) {
 				if err := checkPathValue(where, k, val); err != nil {
 					return err
 				}
@@ -468,6 +609,11 @@ var scpLike = regexp.MustCompile(`^[a-z][a-z0-9-]*@`)
 func looksRemote(s string) bool {
 	l := strings.ToLower(strings.TrimSpace(s))
 	l = strings.TrimPrefix(l, "git::")
+	if strings.Contains(s, ":") { // no scheme without one; spares a parse per local path
+		if u, err := url.Parse(s); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+			return true // what kustomize's loader fetches (loader.IsRemoteFile)
+		}
+	}
 	return strings.Contains(l, "://") ||
 		strings.HasPrefix(l, "github.com/") || strings.HasPrefix(l, "github.com:") ||
 		scpLike.MatchString(l)

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -241,7 +242,7 @@ func openConfined(t *testing.T, root string) (*confinedFS, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfs := newConfinedFS(r, Limits{}.withDefaults())
+	cfs := newConfinedFS(context.Background(), r, Limits{}.withDefaults())
 	cfs.guardYAML = true
 	return cfs, func() { _ = r.Close() }
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -101,7 +102,19 @@ type Options struct {
 	IsNamespaced func(schema.GroupVersionKind) (bool, error)
 	// Limits cap the work of one render; zero fields take DefaultLimits.
 	Limits Limits
+	// Timeout bounds the whole render (DefaultTimeout when zero or negative). A render
+	// that runs out of time fails with ErrRenderTimeout ("render exceeded 2m0s").
+	Timeout time.Duration
+
+	// readHook, when set (tests only), runs before every file read with the
+	// render's context and the file's path relative to Root.
+	readHook func(ctx context.Context, rel string)
 }
+
+// DefaultTimeout bounds a render when Options.Timeout is not set: far above what a
+// large repository needs (seconds), and short enough that a render stuck on a slow
+// or hostile file system frees its worker.
+const DefaultTimeout = 2 * time.Minute
 
 // Result is a rendered set of objects.
 type Result struct {
@@ -142,10 +155,33 @@ func (it item) err(err error) error {
 // Render reads opts.Path under opts.Root, builds it with kustomize when it holds a
 // kustomization or reads its manifests otherwise, then sets the target namespace and
 // the owner labels. Paths, `..` and symlinks are confined to Root; kustomize gets no
-// remote bases, plugins, functions, helm or exec. Any failure returns a *Error (the
-// commit's fault: BuildFailed) and no objects — except cancellation, which returns
-// ctx.Err(). Render is safe for concurrent use; it never writes to Root.
+// remote bases, plugins, functions, helm or exec, and nothing it is handed can make it
+// fetch a URL or run git. The render runs under opts.Timeout. Any failure returns a
+// *Error (the commit's fault: BuildFailed) and no objects — except cancellation of
+// ctx, which returns ctx.Err(). Render is safe for concurrent use; it starts no
+// goroutine and never writes to Root or anywhere else.
 func Render(ctx context.Context, opts Options) (*Result, error) {
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := renderWithin(rctx, opts)
+	if rctx.Err() != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// Whatever kustomize made of the file system refusing every call after the
+		// deadline, the render ran out of time; and nothing built late is returned.
+		return nil, &Error{Err: timeoutError{after: timeout}}
+	}
+	return res, err
+}
+
+// renderWithin is Render under the render's own deadline: the confined file system
+// fails every call once ctx is done, so kustomize stops at its next read.
+func renderWithin(ctx context.Context, opts Options) (*Result, error) {
 	limits := opts.Limits.withDefaults()
 	if err := validateOptions(opts); err != nil {
 		return nil, &Error{Err: err}
@@ -155,7 +191,8 @@ func Render(ctx context.Context, opts Options) (*Result, error) {
 		return nil, &Error{Err: fmt.Errorf("%w: open checkout: %s", ErrNotFound, errText(err))}
 	}
 	defer func() { _ = root.Close() }()
-	cfs := newConfinedFS(root, limits)
+	cfs := newConfinedFS(ctx, root, limits)
+	cfs.readHook = opts.readHook
 
 	display := cleanDisplay(opts.Path)
 	start, err := cfs.resolve(display)

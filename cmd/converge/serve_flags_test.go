@@ -1,0 +1,44 @@
+package main
+
+import (
+	"os/exec"
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+// TestServeRenderFlags: --max-concurrent-per-namespace defaults to half of
+// --concurrency (at least 1), and unusable values of it and of --render-timeout
+// are refused before anything starts.
+func TestServeRenderFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 10},
+		{[]string{"--concurrency", "1"}, 1},
+		{[]string{"--concurrency", "7"}, 3},
+		{[]string{"--concurrency", "20", "--max-concurrent-per-namespace", "15"}, 15},
+	} {
+		g := NewWithT(t)
+		cmd := newServeCommand()
+		g.Expect(cmd.Flags().Parse(tt.args)).To(Succeed())
+		o := &managerOptions{}
+		o.concurrency, _ = cmd.Flags().GetInt("concurrency")
+		o.perNamespace, _ = cmd.Flags().GetInt("max-concurrent-per-namespace")
+		g.Expect(o.maxPerNamespace()).To(Equal(tt.want), "%v", tt.args)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--render-timeout", "0"}, "--render-timeout must be positive"},
+		{[]string{"serve", "--max-concurrent-per-namespace", "-1"}, "--max-concurrent-per-namespace must not be negative"},
+	} {
+		g := NewWithT(t)
+		// The real binary: serve sets up a signal handler, which a process may do once.
+		out, err := exec.Command(binary, tt.args...).CombinedOutput()
+		g.Expect(err).To(HaveOccurred(), "%s", out)
+		g.Expect(string(out)).To(ContainSubstring(tt.want))
+	}
+}
