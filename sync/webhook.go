@@ -60,10 +60,13 @@ func (w *Webhooks) caches() {
 func (w *Webhooks) TargetsForRepo(ctx context.Context, repo string) ([]sources.WebhookTarget, error) {
 	w.caches()
 	list := &convergev1.SyncTargetList{}
-	if err := w.Reader.List(ctx, list, client.MatchingFields{repoURLIndex: repo}); err != nil {
+	// The SyncTargets are only read: no deep copy of each, which would make a followed
+	// repository slower to refuse than an unknown one.
+	if err := w.Reader.List(ctx, list, client.MatchingFields{repoURLIndex: repo}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var out []sources.WebhookTarget
+	tokens := map[client.ObjectKey][]byte{} // targets often share one Secret
 	for i := range list.Items {
 		st := &list.Items[i]
 		ref := st.Spec.Source.WebhookSecretRef
@@ -71,8 +74,12 @@ func (w *Webhooks) TargetsForRepo(ctx context.Context, repo string) ([]sources.W
 			continue
 		}
 		secret := client.ObjectKey{Namespace: st.Namespace, Name: ref.Name}
-		token, err := w.tokens.get(ctx, secret.String(), func(ctx context.Context) ([]byte, error) { return w.readToken(ctx, secret) })
-		if err != nil || len(token) == 0 {
+		token, ok := tokens[secret]
+		if !ok {
+			token, _ = w.tokens.get(ctx, secret.String(), func(ctx context.Context) ([]byte, error) { return w.readToken(ctx, secret) })
+			tokens[secret] = token
+		}
+		if len(token) == 0 {
 			continue // a target whose secret cannot be read is never triggered
 		}
 		out = append(out, sources.WebhookTarget{
@@ -96,8 +103,8 @@ func (w *Webhooks) readToken(ctx context.Context, key client.ObjectKey) ([]byte,
 // sourceKey looks the key of the SyncTarget's source up, reading its credentials; it is
 // looked up again when the SyncTarget's spec changes, or after TokenTTL for its credentials.
 func (w *Webhooks) sourceKey(st *convergev1.SyncTarget) func(context.Context) (sources.Key, error) {
-	id := fmt.Sprintf("%s/%s/%s/%d", st.Namespace, st.Name, st.UID, st.Generation)
 	return func(ctx context.Context) (sources.Key, error) {
+		id := fmt.Sprintf("%s/%s/%s/%d", st.Namespace, st.Name, st.UID, st.Generation)
 		return w.keys.get(ctx, id, func(ctx context.Context) (sources.Key, error) {
 			src, err := w.Fetcher.Source(ctx, st)
 			if err != nil {
