@@ -90,9 +90,9 @@ type WebhookOptions struct {
 // the rate limit of the client's address and 503 when the poll queue is full.
 //
 // A repository nobody follows is answered like a followed one with a wrong signature: the same
-// 401 with the same body, after one HMAC of the body with a random key, the work a followed
-// repository with one secret costs, so that neither the answer nor its time tells which
-// repositories are followed.
+// 401 with the same body, after one HMAC of the body with a random key: the work a followed
+// repository whose targets share one secret costs, so that neither the answer nor its time
+// tells that it is followed. (Each further distinct secret costs one more HMAC.)
 func NewWebhookHandler(targets WebhookTargets, trigger Triggerer, opts WebhookOptions) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxWebhookBytes
