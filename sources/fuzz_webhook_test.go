@@ -1,23 +1,42 @@
 package sources
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
 // FuzzWebhookHandler sends random bodies with random or valid signatures through the
-// whole handler: it never panics, and it triggers a SyncTarget only for a body signed
-// with that SyncTarget's secret and naming its repository.
+// whole handler: it never panics, it triggers a SyncTarget only for a body signed with that
+// SyncTarget's secret and naming its repository, it looks a source key up (reading
+// credentials) only for such a body, and every refusal of a signature reads the same.
 func FuzzWebhookHandler(f *testing.F) {
-	for _, seed := range []string{githubPush, gitlabPush, giteaPush, genericPush, `{"repository":null}`, `[]`, `{`} {
+	const unknown = `{"repository":{"url":"https://github.com/org/unknown"}}`
+	const both = `{"repository":{"url":"https://github.com/org/app"},"project":{"web_url":"https://github.com/org/crowd"}}`
+	for _, seed := range []string{githubPush, gitlabPush, giteaPush, genericPush, unknown, both,
+		`{"repository":{"url":"https://github.com/org/crowd"}}`, `{"repository":null}`, `[]`, `{`} {
 		f.Add([]byte(seed), "sha256=00", true, "X-Hub-Signature-256")
 		f.Add([]byte(seed), "", false, "X-Gitlab-Token")
+		f.Add([]byte(seed), "fuzz-secret", false, "X-Gitlab-Token")
+		f.Add([]byte(seed), "sha256="+hmacHex("fuzz-secret", seed)+", sha256=00", false, "X-Signature")
+		f.Add([]byte(seed), strings.Repeat("0", 64), false, "X-Gitea-Signature")
 	}
 	const secret = "fuzz-secret"
-	targets := fakeTargets{"github.com/org/app": {{Key: "app", Secret: []byte(secret), Name: "ns/app"}}}
 	f.Fuzz(func(t *testing.T, body []byte, sig string, sign bool, header string) {
+		var lookups atomic.Int64
+		crowd := make([]WebhookTarget, 5)
+		for i := range crowd {
+			crowd[i] = WebhookTarget{Secret: []byte(secret), Name: fmt.Sprintf("ns/crowd-%d", i),
+				SourceKey: func(context.Context) (Key, error) { lookups.Add(1); return "crowd", nil }}
+		}
+		targets := fakeTargets{
+			"github.com/org/app":   {{Key: "app", Secret: []byte(secret), Name: "ns/app"}},
+			"github.com/org/crowd": crowd,
+		}
 		trig := &fakeTrigger{}
 		h := NewWebhookHandler(targets, trig, WebhookOptions{})
 		req := httptest.NewRequest(http.MethodPost, WebhookPath, strings.NewReader(string(body)))
@@ -30,26 +49,36 @@ func FuzzWebhookHandler(f *testing.F) {
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
+		if rec.Code == http.StatusUnauthorized {
+			if got := rec.Body.String(); got != "missing signature\n" && got != "signature does not match any target of this repository\n" {
+				t.Fatalf("a refusal that reads differently: %q", got)
+			}
+		}
 		keys := trig.triggered()
-		if len(keys) == 0 {
+		if len(keys) == 0 && lookups.Load() == 0 {
 			if rec.Code == http.StatusAccepted {
 				t.Fatalf("202 without a trigger for %q", body)
 			}
 			return
 		}
-		if !sign && (header != "X-Gitlab-Token" || sig != secret) {
-			t.Fatalf("triggered %v by an unsigned body %q (%s: %q)", keys, body, header, sig)
+		if !sign && (http.CanonicalHeaderKey(header) != "X-Gitlab-Token" || sig != secret) {
+			t.Fatalf("triggered %v, %d lookups, by an unsigned body %q (%s: %q)", keys, lookups.Load(), body, header, sig)
 		}
 		repos, err := PayloadRepositories(body)
 		if err != nil {
 			t.Fatalf("triggered %v by a body that does not parse: %v", keys, err)
 		}
-		named := false
+		named := map[string]bool{}
 		for _, r := range repos {
-			named = named || r == "github.com/org/app"
+			named[r] = true
 		}
-		if !named {
-			t.Fatalf("triggered %v by a body naming %v", keys, repos)
+		for _, k := range keys {
+			if (k == "app" && !named["github.com/org/app"]) || (k == "crowd" && !named["github.com/org/crowd"]) {
+				t.Fatalf("triggered %v by a body naming %v", keys, repos)
+			}
+		}
+		if lookups.Load() > 0 && !named["github.com/org/crowd"] {
+			t.Fatalf("%d lookups for a body naming %v", lookups.Load(), repos)
 		}
 	})
 }

@@ -4,18 +4,23 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 )
 
 // WebhookPath is where the webhook receiver listens.
@@ -30,8 +35,12 @@ const maxPayloadURLs = 16
 // WebhookTarget is a source a push webhook may trigger, with the secret its webhooks must be
 // signed with.
 type WebhookTarget struct {
-	// Key of the source to poll (Source.Key).
+	// Key of the source to poll (Source.Key), unless SourceKey is set.
 	Key Key
+	// SourceKey, when set, returns the key of the source to poll in place of Key. It is called
+	// only for a target whose secret signed the request, so that what it costs (reading the
+	// source's credentials) is never paid for an unauthenticated request.
+	SourceKey func(context.Context) (Key, error)
 	// Secret signs the webhooks for this target (the "token" of its webhookSecretRef). A target
 	// with an empty secret is never triggered.
 	Secret []byte
@@ -56,6 +65,15 @@ type WebhookOptions struct {
 	MaxBodyBytes int64
 	// Log receives one line per request handled (default: discard).
 	Log logr.Logger
+	// RateLimit is how many requests a second one client address (for IPv6, one /64) may send;
+	// 0 means no limit. A request above it is answered 429 with Retry-After before its body is
+	// read. Behind a proxy, all clients share the proxy's address.
+	RateLimit float64
+	// RateBurst is how many requests an address may send at once (default: RateLimit, at
+	// least 1).
+	RateBurst int
+	// Clock times the rate limit (default: the real clock).
+	Clock clock.PassiveClock
 }
 
 // NewWebhookHandler returns the handler of POST /hooks/git. It accepts push payloads of GitHub
@@ -65,11 +83,16 @@ type WebhookOptions struct {
 // generic payload is {"repository": {"url": "<clone url>"}}; the forges' own shapes work too.
 //
 // It reads the repository URLs from the payload, asks targets for the sources following that
-// repository, checks the signature against each one's secret in constant time, and triggers a
-// poll of exactly those whose secret matches. It answers 202 when it triggered at least one,
-// 401 when the signature is missing or matches no target (an unknown repository included, so
-// that callers cannot probe which repositories are followed), 400 on a malformed payload, 413
-// above the size cap, 405 for another method, and 503 when the poll queue is full.
+// repository, checks the signature against their secrets in constant time — one HMAC of the
+// body per distinct secret — and triggers a poll of exactly those whose secret matches. It
+// answers 202 when the signature matched, 401 when the signature is missing or matches no
+// target, 400 on a malformed payload, 413 above the size cap, 405 for another method, 429 above
+// the rate limit of the client's address and 503 when the poll queue is full.
+//
+// A repository nobody follows is answered like a followed one with a wrong signature: the same
+// 401 with the same body, after one HMAC of the body with a random key: the work a followed
+// repository whose targets share one secret costs, so that neither the answer nor its time
+// tells that it is followed. (Each further distinct secret costs one more HMAC.)
 func NewWebhookHandler(targets WebhookTargets, trigger Triggerer, opts WebhookOptions) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxWebhookBytes
@@ -77,8 +100,19 @@ func NewWebhookHandler(targets WebhookTargets, trigger Triggerer, opts WebhookOp
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	return &webhookHandler{targets: targets, trigger: trigger, opts: opts}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	h := &webhookHandler{targets: targets, trigger: trigger, opts: opts, newMAC: newSHA256MAC, decoy: make([]byte, 32)}
+	_, _ = rand.Read(h.decoy) // never fails
+	if opts.RateLimit > 0 {
+		h.limiter = newAddrLimiter(opts.RateLimit, opts.RateBurst, opts.Clock)
+	}
+	return h
 }
+
+// newSHA256MAC is the HMAC of webhook signatures.
+func newSHA256MAC(key []byte) hash.Hash { return hmac.New(sha256.New, key) }
 
 // NewWebhookServer returns an HTTP server for the webhook handler on addr, with header, read
 // and write timeouts so that slow clients cannot hold connections open.
@@ -100,17 +134,28 @@ type webhookHandler struct {
 	targets WebhookTargets
 	trigger Triggerer
 	opts    WebhookOptions
+	// newMAC makes the HMAC of a secret (tests count the calls).
+	newMAC func(key []byte) hash.Hash
+	// decoy is the random key of the HMAC computed when no target has a secret.
+	decoy   []byte
+	limiter *addrLimiter // nil: no rate limit
 }
 
-// signatures are what a request presents: hex HMACs, and GitLab's plain token.
+// maxSignatures bounds the signatures of each kind read from one request.
+const maxSignatures = 16
+
+// signatures are what a request presents: hex HMACs, and the SHA-256 of GitLab's plain tokens.
 type signatures struct {
 	hmacs  [][]byte
-	tokens []string
+	tokens [][sha256.Size]byte
 }
 
 func readSignatures(h http.Header) signatures {
 	var sigs signatures
 	add := func(v string) {
+		if len(sigs.hmacs) == maxSignatures {
+			return
+		}
 		if b, err := hex.DecodeString(strings.TrimSpace(v)); err == nil && len(b) == sha256.Size {
 			sigs.hmacs = append(sigs.hmacs, b)
 		}
@@ -128,8 +173,8 @@ func readSignatures(h http.Header) signatures {
 		}
 	}
 	for _, v := range h.Values("X-Gitlab-Token") {
-		if v != "" {
-			sigs.tokens = append(sigs.tokens, v)
+		if v != "" && len(sigs.tokens) < maxSignatures {
+			sigs.tokens = append(sigs.tokens, sha256.Sum256([]byte(v)))
 		}
 	}
 	return sigs
@@ -138,13 +183,13 @@ func readSignatures(h http.Header) signatures {
 func (s signatures) empty() bool { return len(s.hmacs) == 0 && len(s.tokens) == 0 }
 
 // verify reports whether any presented signature is valid for secret.
-func (s signatures) verify(body, secret []byte) bool {
+func (s signatures) verify(newMAC func([]byte) hash.Hash, body, secret []byte) bool {
 	if len(secret) == 0 {
 		return false
 	}
 	ok := false
 	if len(s.hmacs) > 0 {
-		m := hmac.New(sha256.New, secret)
+		m := newMAC(secret)
 		m.Write(body)
 		want := m.Sum(nil)
 		for _, got := range s.hmacs {
@@ -154,13 +199,38 @@ func (s signatures) verify(body, secret []byte) bool {
 		}
 	}
 	wantTok := sha256.Sum256(secret)
-	for _, tok := range s.tokens {
-		gotTok := sha256.Sum256([]byte(tok))
+	for _, gotTok := range s.tokens {
 		if subtle.ConstantTimeCompare(gotTok[:], wantTok[:]) == 1 {
 			ok = true
 		}
 	}
 	return ok
+}
+
+// authenticate returns the targets whose secret signed the request. It verifies each distinct
+// secret once, and when there is none (an unknown repository, or targets without a readable
+// secret) it verifies a random key instead, so that a refusal costs the same work either way.
+func (h *webhookHandler) authenticate(sigs signatures, body []byte, targets []WebhookTarget) []WebhookTarget {
+	valid := map[string]bool{}
+	for _, t := range targets {
+		if len(t.Secret) == 0 {
+			continue
+		}
+		if _, done := valid[string(t.Secret)]; !done {
+			valid[string(t.Secret)] = sigs.verify(h.newMAC, body, t.Secret)
+		}
+	}
+	if len(valid) == 0 {
+		_ = sigs.verify(h.newMAC, body, h.decoy)
+		return nil
+	}
+	var out []WebhookTarget
+	for _, t := range targets {
+		if valid[string(t.Secret)] {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -173,6 +243,13 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
+	}
+	if h.limiter != nil {
+		if wait, ok := h.limiter.allow(clientAddr(r.RemoteAddr)); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(max(1, math.Ceil(wait.Seconds())))))
+			http.Error(w, "too many requests, retry later", http.StatusTooManyRequests)
+			return
+		}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
 	if err != nil {
@@ -196,8 +273,7 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	seen := map[Key]bool{}
-	var valid []WebhookTarget
+	var found []WebhookTarget
 	for _, repo := range repos {
 		targets, err := h.targets.TargetsForRepo(r.Context(), repo)
 		if err != nil {
@@ -205,13 +281,9 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "cannot list targets", http.StatusInternalServerError)
 			return
 		}
-		for _, t := range targets {
-			if !seen[t.Key] && sigs.verify(body, t.Secret) {
-				seen[t.Key] = true
-				valid = append(valid, t)
-			}
-		}
+		found = append(found, targets...)
 	}
+	valid := h.authenticate(sigs, body, found)
 	if len(valid) == 0 {
 		log.V(1).Info("webhook refused: signature matches no target", "repositories", repos)
 		http.Error(w, "signature does not match any target of this repository", http.StatusUnauthorized)
@@ -220,8 +292,22 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	full := false
 	triggered := 0
+	seen := map[Key]bool{}
 	for _, t := range valid {
-		switch err := h.trigger.Trigger(t.Key); {
+		key := t.Key
+		if t.SourceKey != nil {
+			k, err := t.SourceKey(r.Context())
+			if err != nil {
+				log.V(1).Info("webhook: target not polled", "target", t.Name, "reason", err.Error())
+				continue
+			}
+			key = k
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		switch err := h.trigger.Trigger(key); {
 		case err == nil:
 			triggered++
 		case errors.Is(err, ErrQueueFull):

@@ -79,6 +79,10 @@ type sourceOptions struct {
 	maxFiles     int64
 	fetchTimeout time.Duration
 	webhookAddr  string
+	// The webhook receiver answers anyone who can reach it.
+	webhookRateLimit float64
+	webhookRateBurst int
+	webhookTokenTTL  time.Duration
 }
 
 func (o *sourceOptions) BindFlags(fs *pflag.FlagSet) {
@@ -87,6 +91,11 @@ func (o *sourceOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.maxFiles, "max-checkout-files", sources.DefaultMaxFiles, "file count cap of one checkout")
 	fs.DurationVar(&o.fetchTimeout, "fetch-timeout", sources.DefaultFetchTimeout, "timeout of one fetch")
 	fs.StringVar(&o.webhookAddr, "webhook-bind-address", ":9292", "address of the push webhook receiver (POST /hooks/git); empty disables it")
+	fs.Float64Var(&o.webhookRateLimit, "webhook-rate-limit", 10,
+		"webhook requests per second accepted from one client address (IPv6: one /64), above which it answers 429; 0 disables the limit")
+	fs.IntVar(&o.webhookRateBurst, "webhook-rate-burst", 50, "webhook requests one client address may send at once above --webhook-rate-limit")
+	fs.DurationVar(&o.webhookTokenTTL, "webhook-token-ttl", convergesync.DefaultWebhookTokenTTL,
+		"how long a webhook token read from its Secret is used before it is read again: a rotated token is accepted within this time")
 }
 
 // syncOptions configure applying.
@@ -211,8 +220,10 @@ func (o *serveOptions) run(ctx context.Context) error {
 	syncOpts := convergesync.Options{Concurrency: o.manager.concurrency}
 	if o.source.webhookAddr != "" {
 		hooks := convergesync.NewWebhooks(mgr, r)
-		srv := sources.NewWebhookServer(o.source.webhookAddr,
-			sources.NewWebhookHandler(hooks, hooks, sources.WebhookOptions{Log: ctrl.Log.WithName("webhook")}))
+		hooks.TokenTTL = o.source.webhookTokenTTL
+		srv := sources.NewWebhookServer(o.source.webhookAddr, sources.NewWebhookHandler(hooks, hooks, sources.WebhookOptions{
+			Log: ctrl.Log.WithName("webhook"), RateLimit: o.source.webhookRateLimit, RateBurst: o.source.webhookRateBurst,
+		}))
 		if err := mgr.Add(webhookServer{srv: srv}); err != nil {
 			return err
 		}
