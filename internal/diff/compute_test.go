@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -322,6 +323,24 @@ func TestComputeRefusesToPruneEverything(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("refusing to prune all 1 objects")))
 
 	r, err := f.compute(nil, Options{Owner: owner, Prune: true, Inventory: inv, AllowEmpty: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Summary()).To(Equal(Summary{Prune: 1}))
+}
+
+// A change that prunes more than spec.maxDeletions is refused as the daemon refuses it.
+func TestComputeRefusesTooManyDeletions(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t)
+	objs := f.render(map[string]string{"cm.yaml": strings.ReplaceAll(configMap, "MODE", "blue")})
+	f.apply(objs...)
+	inv := apply.NewInventory(objs)
+	none := intstr.FromInt32(0)
+
+	_, err := f.compute(nil, Options{Owner: owner, Prune: true, Inventory: inv, AllowEmpty: true, MaxDeletions: &none})
+	g.Expect(err).To(MatchError(ContainSubstring("the change would delete too many objects: it prunes 1 of the 1 objects applied")))
+
+	all := intstr.FromString("100%")
+	r, err := f.compute(nil, Options{Owner: owner, Prune: true, Inventory: inv, AllowEmpty: true, MaxDeletions: &all})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(r.Summary()).To(Equal(Summary{Prune: 1}))
 }

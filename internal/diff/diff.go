@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -115,6 +116,9 @@ type Options struct {
 	// AllowEmpty is spec.allowEmpty: without it the daemon refuses to prune everything
 	// because a revision renders nothing, and so does Compute.
 	AllowEmpty bool
+	// MaxDeletions is spec.maxDeletions: a change that would prune more is refused by the
+	// daemon, and so by Compute.
+	MaxDeletions *intstr.IntOrString
 	// Concurrency bounds the requests in flight (default 8).
 	Concurrency int
 }
@@ -122,10 +126,11 @@ type Options struct {
 // OptionsFor returns the Options of a SyncTarget.
 func OptionsFor(st *convergev1.SyncTarget) Options {
 	return Options{
-		Owner:      types.NamespacedName{Namespace: st.Namespace, Name: st.Name},
-		Prune:      st.Spec.Prune,
-		Inventory:  st.Status.Inventory,
-		AllowEmpty: st.Spec.AllowEmpty,
+		Owner:        types.NamespacedName{Namespace: st.Namespace, Name: st.Name},
+		Prune:        st.Spec.Prune,
+		Inventory:    st.Status.Inventory,
+		AllowEmpty:   st.Spec.AllowEmpty,
+		MaxDeletions: st.Spec.MaxDeletions,
 	}
 }
 
@@ -216,6 +221,13 @@ func ownerNote(live *unstructured.Unstructured, owner types.NamespacedName) stri
 func prune(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, opts Options) ([]Object, error) {
 	stale := apply.Stale(opts.Inventory, apply.NewInventory(objects))
 	if err := apply.GuardEmpty(len(objects), stale, opts.AllowEmpty); err != nil {
+		return nil, fmt.Errorf("the change %w", err)
+	}
+	applied := 0
+	if opts.Inventory != nil {
+		applied = len(opts.Inventory.Entries)
+	}
+	if err := apply.GuardDeletions(stale, applied, opts.MaxDeletions); err != nil {
 		return nil, fmt.Errorf("the change %w", err)
 	}
 	prunable, err := apply.Prunable(ctx, c, client.ObjectKey(opts.Owner), stale)
