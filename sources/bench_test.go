@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 
 	"github.com/converge-gitops/converge/internal/gittest"
 )
@@ -192,4 +195,45 @@ func countFiles(b *testing.B, dir string) int {
 		b.Fatal(err)
 	}
 	return n
+}
+
+// BenchmarkUnpack measures unpacking the depth-1 pack of the benchmark repository's tip in
+// memory, as a cold fetch does, with and without the packGuard in front (the guard inflates
+// every object once more), and the guard alone.
+func BenchmarkUnpack(b *testing.B) {
+	_, repo := benchRepository(b)
+	objects := gittest.Git(b, repo.Dir, "rev-list", "--objects", "--no-walk", "HEAD")
+	cmd := exec.Command("git", "pack-objects", "--stdout", "-q")
+	cmd.Dir = repo.Dir
+	cmd.Stdin = strings.NewReader(objects + "\n")
+	pack, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("git pack-objects: %v", err)
+	}
+	lim := packLimitsFor(DefaultMaxBytes, DefaultMaxFiles, "bench")
+	for _, tc := range []struct {
+		name   string
+		unpack func() error
+	}{
+		{"go-git", func() error {
+			return packfile.UpdateObjectStorage(newMemStorage(DefaultMemoryBudget), bytes.NewReader(pack))
+		}},
+		{"guard and go-git", func() error {
+			return packfile.UpdateObjectStorage(newMemStorage(DefaultMemoryBudget),
+				newPackGuard(bytes.NewReader(pack), lim, DefaultMemoryBudget))
+		}},
+		{"guard", func() error {
+			_, err := io.Copy(io.Discard, newPackGuard(bytes.NewReader(pack), lim, DefaultMemoryBudget))
+			return err
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(pack)))
+			for b.Loop() {
+				if err := tc.unpack(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

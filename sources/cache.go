@@ -53,7 +53,8 @@ type CacheOptions struct {
 	// Clock is the time source of the grace period (default: the real clock).
 	Clock clock.PassiveClock
 	// MemoryBudget bounds the uncompressed objects of one fetch unpacked in memory, the fast
-	// path (default 64 MiB). A fetch that needs more is done again into a pack on disk.
+	// path (default 64 MiB). From the first object that does not fit, or that is larger than a
+	// sixteenth of it, the fetch goes on into a pack on disk.
 	MemoryBudget int64
 }
 
@@ -226,19 +227,11 @@ func (c *Cache) fetch(ctx context.Context, src Source, rev Revision, dir string)
 	defer func() { _ = removeTree(tmp) }()
 
 	hash := plumbing.NewHash(rev.Commit)
-	var objects storer.Storer = newMemStorage(c.opts.MemoryBudget)
-	err = c.fetchPack(ctx, r, hash, objects)
-	if errors.Is(err, errOverBudget) {
-		// Too big to unpack in memory: fetch again into a pack on disk, read back lazily.
-		disk := filesystem.NewStorageWithOptions(osfs.New(filepath.Join(tmp, "git")),
-			cache.NewObjectLRU(32*cache.MiByte), filesystem.Options{ExclusiveAccess: true, KeepDescriptors: true})
-		defer func() { _ = disk.Close() }()
-		objects = disk
-		err = c.fetchPack(ctx, r, hash, disk)
-	}
+	objects, closeObjects, err := c.fetchPack(ctx, r, hash, tmp)
 	if err != nil {
 		return err
 	}
+	defer closeObjects()
 
 	tree := filepath.Join(tmp, "tree")
 	w := &treeWriter{
@@ -268,16 +261,20 @@ func (c *Cache) fetch(ctx context.Context, src Source, rev Revision, dir string)
 	return nil
 }
 
-// fetchPack asks the server for exactly one commit with depth 1 and stores the pack it sends.
-func (c *Cache) fetchPack(ctx context.Context, r *remote, hash plumbing.Hash, storage storer.Storer) error {
+// fetchPack asks the server for exactly one commit with depth 1 and stores the objects of the
+// pack it sends: unpacked in memory while they fit MemoryBudget; beyond, the pack goes on into
+// a pack in dir, read back lazily, without fetching it again. Every byte of the pack passes a
+// packGuard first, which refuses it as soon as it declares more than a checkout within the caps
+// unpacks to.
+func (c *Cache) fetchPack(ctx context.Context, r *remote, hash plumbing.Hash, dir string) (storer.EncodedObjectStorer, func(), error) {
 	s, done, err := r.session(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	defer done()
 	ar, err := s.AdvertisedReferencesContext(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	advertised := false
 	for _, m := range []map[string]plumbing.Hash{ar.References, ar.Peeled} {
@@ -289,7 +286,7 @@ func (c *Cache) fetchPack(ctx context.Context, r *remote, hash plumbing.Hash, st
 	}
 	if !advertised && !ar.Capabilities.Supports(capability.AllowReachableSHA1InWant) &&
 		!ar.Capabilities.Supports(capability.AllowTipSHA1InWant) {
-		return fmt.Errorf("%w: commit %s is not the tip of any ref and the server does not allow fetching other commits by sha",
+		return nil, nil, fmt.Errorf("%w: commit %s is not the tip of any ref and the server does not allow fetching other commits by sha",
 			ErrRefNotFound, hash)
 	}
 
@@ -298,20 +295,20 @@ func (c *Cache) fetchPack(ctx context.Context, r *remote, hash plumbing.Hash, st
 	if ar.Capabilities.Supports(capability.Shallow) {
 		req.Depth = packp.DepthCommits(1)
 		if err := req.Capabilities.Set(capability.Shallow); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	if ar.Capabilities.Supports(capability.NoProgress) {
 		if err := req.Capabilities.Set(capability.NoProgress); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	resp, err := s.UploadPack(ctx, req)
 	if err != nil {
 		if strings.Contains(err.Error(), "not our ref") {
-			return fmt.Errorf("%w: the server does not have commit %s (any more)", ErrRefNotFound, hash)
+			return nil, nil, fmt.Errorf("%w: the server does not have commit %s (any more)", ErrRefNotFound, hash)
 		}
-		return err
+		return nil, nil, err
 	}
 	defer func() { _ = resp.Close() }()
 
@@ -324,18 +321,49 @@ func (c *Cache) fetchPack(ctx context.Context, r *remote, hash plumbing.Hash, st
 	}
 	// The pack is compressed and a tree within MaxBytes compresses to about that or less; twice
 	// the cap (plus room for tree objects) stops a hostile server from filling the disk.
-	limit := 2*c.opts.MaxBytes + 512*c.opts.MaxFiles + 16<<20
-	lr := &limitedReader{r: pack, n: limit}
-	if err := packfile.UpdateObjectStorage(storage, lr); err != nil {
-		if lr.exceeded {
-			return &LimitError{Limit: "MaxBytes", Max: c.opts.MaxBytes, Commit: hash.String()}
-		}
-		if strings.Contains(err.Error(), "not our ref") {
+	lr := &limitedReader{r: pack, n: satAdd(satMul(2, c.opts.MaxBytes), satMul(512, c.opts.MaxFiles), 16<<20)}
+	guard := newPackGuard(lr, packLimitsFor(c.opts.MaxBytes, c.opts.MaxFiles, hash.String()), c.opts.MemoryBudget)
+	failed := func(err error) error {
+		switch {
+		case lr.exceeded:
+			return &LimitError{Limit: "MaxBytes", Max: c.opts.MaxBytes, Commit: hash.String(),
+				Reason: "the server's pack is larger than a checkout within the caps compresses to"}
+		case guard.Err() != nil:
+			return guard.Err()
+		case strings.Contains(err.Error(), "not our ref"):
 			return fmt.Errorf("%w: the server does not have commit %s (any more)", ErrRefNotFound, hash)
 		}
 		return err
 	}
-	return nil
+
+	// What go-git reads of the pack is kept on disk too, so that the pack can go on to disk
+	// when its objects outgrow the memory budget: the guard stops before the first object that
+	// does not fit, and the memory storage stops at any that still would not.
+	spool, err := os.Create(filepath.Join(dir, "pack"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrFetchFailed, err)
+	}
+	defer func() { _ = spool.Close() }()
+	mem := newMemStorage(c.opts.MemoryBudget)
+	err = packfile.UpdateObjectStorage(mem, io.TeeReader(guard, spool))
+	if err == nil {
+		return mem, func() {}, nil
+	}
+	overBudget := guard.paused || errors.Is(err, errOverBudget)
+	if !overBudget || lr.exceeded || guard.Err() != nil {
+		return nil, nil, failed(err)
+	}
+	guard.toDisk()
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrFetchFailed, err)
+	}
+	disk := filesystem.NewStorageWithOptions(osfs.New(filepath.Join(dir, "git")),
+		cache.NewObjectLRU(32*cache.MiByte), filesystem.Options{ExclusiveAccess: true, KeepDescriptors: true, LargeObjectThreshold: smallBlob})
+	if err := packfile.UpdateObjectStorage(disk, io.MultiReader(spool, guard)); err != nil {
+		_ = disk.Close()
+		return nil, nil, failed(err)
+	}
+	return disk, func() { _ = disk.Close() }, nil
 }
 
 type limitedReader struct {

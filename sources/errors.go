@@ -79,16 +79,25 @@ type LimitError struct {
 	Max int64
 	// Commit is the commit whose checkout was refused.
 	Commit string
+	// Reason says what went over the cap when it is not the files written, for instance what
+	// the server's pack declares; empty otherwise.
+	Reason string
 }
 
 func (e *LimitError) Error() string {
+	var msg string
 	switch e.Limit {
 	case "MaxBytes":
-		return fmt.Sprintf("checkout of %s exceeds the size cap MaxBytes (%d bytes)", e.Commit, e.Max)
+		msg = fmt.Sprintf("checkout of %s exceeds the size cap MaxBytes (%d bytes)", e.Commit, e.Max)
 	case "MaxFiles":
-		return fmt.Sprintf("checkout of %s exceeds the file count cap MaxFiles (%d files)", e.Commit, e.Max)
+		msg = fmt.Sprintf("checkout of %s exceeds the file count cap MaxFiles (%d files)", e.Commit, e.Max)
+	default:
+		msg = fmt.Sprintf("checkout of %s exceeds the cap %s (%d)", e.Commit, e.Limit, e.Max)
 	}
-	return fmt.Sprintf("checkout of %s exceeds the cap %s (%d)", e.Commit, e.Limit, e.Max)
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, ErrLimitExceeded) true.
