@@ -42,7 +42,7 @@ func TestSlowRollbackThenDriftIsHeld(t *testing.T) {
 		s.waitHealthy(st, good, 90*time.Second)
 
 		bad := r.commit(map[string]string{
-			"deploy/web.yaml": slowDeployment("web", "example.com/web:2", "no-such-node: anywhere", 8, 5),
+			"deploy/web.yaml": slowDeployment("web", "example.com/web:2", "no-such-node: anywhere", 0, 5),
 		})
 		s.eventually(st, 2*time.Minute, func(g Gomega, st *convergev1.SyncTarget) {
 			g.Expect(st.Status.History).NotTo(BeEmpty())
@@ -55,7 +55,12 @@ func TestSlowRollbackThenDriftIsHeld(t *testing.T) {
 		g.Expect(ready(final).Message).NotTo(ContainSubstring("superseded"))
 		took := final.Status.History[0].Duration
 		g.Expect(took).NotTo(BeNil())
-		t.Logf("the failed revision and the rollback took %s", took.Duration)
+		t.Logf("the failed revision and the rollback took %s: %s", took.Duration, final.Status.History[0].Message)
+		g.Expect(final.Status.History[0].Message).To(ContainSubstring("ProgressDeadlineExceeded"))
+		// Not a speed check: minReadySeconds makes the rollback's rollout last at least 8 s,
+		// and the scenario is about a rollout that outlasts the 2 s poll interval.
+		g.Expect(took.Duration).To(BeNumerically(">", 8*time.Second), "the rollback's own rollout outlasted the poll interval")
+		s.expectEvent(st, corev1.EventTypeWarning, convergev1.HealthCheckFailedReason, bad, "rolling back to "+good)
 
 		// Sitting on the rolled-back revision, with the failed one refused: a hand edit of
 		// an object is put back.
@@ -99,11 +104,11 @@ func TestCrashBeforeStatusWrite(t *testing.T) {
 		// becomes ready: the daemon is killed during that wait, with its sync unrecorded.
 		stuck := r.commit(map[string]string{
 			"deploy/extra.yaml": configMap("extra", "created, then orphaned?"),
-			"deploy/web.yaml":   deployment("stuck", 1, "example.com/web:1", "no-such-node: anywhere"),
+			"deploy/web.yaml":   slowDeployment("stuck", "example.com/web:1", "no-such-node: anywhere", 0, 600),
 		})
 		g.Eventually(func(g Gomega) {
 			object(g, s.app, "extra", &corev1.ConfigMap{})
-			g.Expect(ready(get(g, st)).Message).To(ContainSubstring("waiting for"))
+			g.Expect(condition(get(g, st), convergev1.ReconcilingCondition).Message).To(ContainSubstring("waiting for"))
 		}).WithTimeout(90 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 		d.kill()
 		g.Expect(get(g, st).Status.History[0].Revision).To(Equal(first), "the sync of the killed revision is not recorded")

@@ -70,6 +70,8 @@ func (ru *run) attempt(ctx context.Context, revision string) outcome {
 	}
 	msg := fmt.Sprintf("revision %s failed: %v", revision, f.err)
 	if healthy, ok := rollbackTarget(st, revision, *f); ok {
+		// Say at once that the revision failed: the rollback may take a while.
+		ru.announce(fromFailure(*f, revision, a, msg+"; rolling back to "+healthy))
 		return ru.rollback(ctx, revision, healthy, *f, a, msg)
 	}
 	return fromFailure(*f, revision, a, msg)

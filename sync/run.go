@@ -55,8 +55,15 @@ func (ru *run) patchStatus(ctx context.Context) error {
 
 // progress shows a step under way in the status at once (a health wait may take minutes).
 func (ru *run) progress(ctx context.Context, msg string) error {
-	setReconciling(ru.st, convergev1.ProgressingReason, msg)
+	setConditions(ru.st, outcome{kind: progressing, reason: convergev1.ProgressingReason, message: msg})
 	return ru.patchStatus(ctx)
+}
+
+// announce emits the event of an outcome that is not the reconcile's last word (a failure
+// whose rollback follows), leaving status and history to the final outcome.
+func (ru *run) announce(o outcome) {
+	fx := effectsOf(ru.st, o, 0)
+	ru.r.event(ru.st, fx.eventType, fx.eventReason, o.revision, o.message)
 }
 
 // finish turns the outcome into status, history, event and metrics.
