@@ -10,7 +10,7 @@ import (
 const (
 	// maxListed bounds how many objects an error message names, so that it fits a
 	// status condition however many objects are stuck.
-	maxListed = 20
+	maxListed = 5
 	// maxMessage bounds one object's status message.
 	maxMessage = 512
 )

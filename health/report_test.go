@@ -108,8 +108,8 @@ func TestErrorMessage(t *testing.T) {
 			name:   "a long list is cut",
 			err:    &Error{Err: ErrTimeout, Timeout: time.Minute, Total: 25, NotReady: many},
 			prefix: "health check timed out after 1m0s: 25 of 25 objects not ready: apps/v1 Deployment shop/w0 (InProgress): Available: 0/1; ",
-			suffix: "shop/w19 (InProgress): Available: 0/1; and 5 more",
-			absent: "shop/w20",
+			suffix: "shop/w4 (InProgress): Available: 0/1; and 20 more",
+			absent: "shop/w5 ",
 		},
 	}
 	for _, tt := range tests {

@@ -8,9 +8,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -226,4 +229,48 @@ func TestStatesForget(t *testing.T) {
 	s.forget(a)
 	g.Expect(s.len()).To(Equal(1), "forget drops the whole entry")
 	g.Expect(s.get(a).lastWrite).To(BeEmpty())
+}
+
+// fakeCommits tells the commit time of every revision (a pure test's Fetcher).
+type fakeCommits struct {
+	Fetcher
+	at time.Time
+}
+
+func (f fakeCommits) CommitTime(*convergev1.SyncTarget, string) (time.Time, bool) { return f.at, true }
+
+// samples is how many observations a histogram holds, and their sum.
+func samples(g Gomega, h prometheus.Histogram) (uint64, float64) {
+	m := &dto.Metric{}
+	g.Expect(h.Write(m)).To(Succeed())
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+}
+
+// The latencies to healthy are observed once per revision: from its first fetch, and
+// from its commit; a full sync of the same revision again, or a rollback, adds nothing.
+func TestLatenciesToHealthyOncePerRevision(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	r := &Reconciler{Clock: clocktesting.NewFakeClock(now), Fetcher: fakeCommits{at: now.Add(-90 * time.Second)}}
+	ru := r.newRun(target())
+	ru.state.fetched = revisionSeen{revision: revR, at: now.Add(-30 * time.Second)}
+	seen0, seenSum0 := samples(g, seenToHealthy)
+	commit0, commitSum0 := samples(g, commitToHealthy)
+
+	first := outcome{kind: succeeded, revision: revR, attempt: &attempt{started: now.Add(-time.Second), firstHealthy: true}}
+	ru.observe(first, convergev1.SyncSucceeded, now)
+	seen, seenSum := samples(g, seenToHealthy)
+	commit, commitSum := samples(g, commitToHealthy)
+	g.Expect(seen - seen0).To(BeEquivalentTo(1))
+	g.Expect(seenSum-seenSum0).To(BeNumerically("~", 30, 0.001), "from the first fetch")
+	g.Expect(commit - commit0).To(BeEquivalentTo(1))
+	g.Expect(commitSum-commitSum0).To(BeNumerically("~", 90, 0.001), "from the commit")
+
+	again := outcome{kind: succeeded, revision: revR, attempt: &attempt{started: now.Add(-time.Second)}}
+	ru.observe(again, convergev1.SyncSucceeded, now.Add(time.Hour))
+	ru.observe(outcome{kind: rolledBack, revision: revR, attempt: &attempt{started: now}}, convergev1.SyncRolledBack, now)
+	seenAfter, _ := samples(g, seenToHealthy)
+	commitAfter, _ := samples(g, commitToHealthy)
+	g.Expect(seenAfter).To(Equal(seen), "a full sync or a rollback is no new deploy")
+	g.Expect(commitAfter).To(Equal(commit))
 }
