@@ -1,6 +1,6 @@
 // Command bench is converge's benchmark: it builds the converge binary, starts a local
 // cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok nodes), a loopback git
-// server and `converge serve` as its own process, runs the workloads of issue 8 — many, big,
+// server and `converge serve` as its own process, runs its workloads — many, big,
 // idle, change, drift and fetch — each figure the median of BENCH_REPS repetitions with min
 // and max, every comparison a ratio of two runs of this invocation, prints a table and
 // writes the figures as JSON.

@@ -23,7 +23,7 @@ func slowDeployment(name, image, nodeSelector string, minReady, progressDeadline
 		fmt.Sprintf("  minReadySeconds: %d\n  progressDeadlineSeconds: %d\n  strategy: {type: Recreate}\n", minReady, progressDeadline), 1)
 }
 
-// Scenario 15: a rollback whose own rollout takes longer than the poll interval (2 s)
+// TestSlowRollbackThenDriftIsHeld: a rollback whose own rollout takes longer than the poll interval (2 s)
 // ends RolledBack — the source still pointing at the failed revision does not cut the
 // rollback's health wait short — and while the target sits on the rolled-back revision,
 // an object edited by hand is restored as in steady state.
@@ -84,7 +84,7 @@ func TestSlowRollbackThenDriftIsHeld(t *testing.T) {
 	})
 }
 
-// Scenario 16: the daemon is killed (SIGKILL) after it created the objects of a revision
+// TestCrashBeforeStatusWrite: the daemon is killed (SIGKILL) after it created the objects of a revision
 // and before it recorded the sync; the next commit drops those objects and a restarted
 // daemon prunes them: nothing is orphaned.
 func TestCrashBeforeStatusWrite(t *testing.T) {

@@ -1,6 +1,6 @@
 package sources
 
-// Hostile servers, moved refs and hostile webhook clients (issue 7). Each test says what an
+// Hostile servers, moved refs and hostile webhook clients. Each test says what an
 // attacker controls and what must hold anyway.
 
 import (

@@ -1,6 +1,6 @@
 package sync_test
 
-// The hostile-input cases of issue 7 that need the daemon and a real API server: moved and
+// The hostile-input cases that need the daemon and a real API server: moved and
 // deleted refs, credentials that must not leak, tenants reaching beyond their rights, Secret
 // values that fail validation.
 
