@@ -208,9 +208,30 @@ func Build(ctx context.Context, o Options) (v1.ImageIndex, error) {
 		if err != nil {
 			return nil, err
 		}
-		o.logf("built %s image %s in %s", p, d, time.Since(start).Round(100*time.Millisecond))
+		size, err := compressedSize(img)
+		if err != nil {
+			return nil, err
+		}
+		o.logf("built %s image %s (%.1f MB compressed) in %s", p, d, float64(size)/1e6, time.Since(start).Round(100*time.Millisecond))
 	}
-	return mutate.Annotations(idx, meta).(v1.ImageIndex), nil
+	annotated, ok := mutate.Annotations(idx, meta).(v1.ImageIndex)
+	if !ok {
+		return nil, fmt.Errorf("annotating the image index: not an index")
+	}
+	return annotated, nil
+}
+
+// compressedSize is what pulling img transfers: the sum of its layers.
+func compressedSize(img v1.Image) (int64, error) {
+	m, err := img.Manifest()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, l := range m.Layers {
+		n += l.Size
+	}
+	return n, nil
 }
 
 // compile builds a static converge for p into out.
@@ -269,5 +290,9 @@ func image(p v1.Platform, created time.Time, meta map[string]string, layers ...v
 			return nil, err
 		}
 	}
-	return mutate.Annotations(img, meta).(v1.Image), nil
+	annotated, ok := mutate.Annotations(img, meta).(v1.Image)
+	if !ok {
+		return nil, fmt.Errorf("annotating the image: not an image")
+	}
+	return annotated, nil
 }
