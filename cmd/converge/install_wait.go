@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -55,12 +56,15 @@ func waitRollout(ctx context.Context, c client.Client, out io.Writer, d *unstruc
 	defer cancel()
 	last := ""
 	var live appsv1.Deployment
+	var getErr error
 	err := wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(d), &live); err != nil {
-			if ctx.Err() != nil {
-				return false, ctx.Err()
+		if getErr = c.Get(ctx, client.ObjectKeyFromObject(d), &live); getErr != nil {
+			if apierrors.IsNotFound(getErr) || apierrors.IsForbidden(getErr) || apierrors.IsUnauthorized(getErr) {
+				return false, fmt.Errorf("reading %s: %w", subject, getErr)
 			}
-			return false, fmt.Errorf("reading %s: %w", subject, err)
+			// Anything else may pass (a dropped connection, the client's rate limiter
+			// near the deadline): try again until the deadline.
+			return false, nil
 		}
 		msg, done, err := rolloutStatus(&live)
 		if err != nil {
@@ -78,6 +82,9 @@ func waitRollout(ctx context.Context, c client.Client, out io.Writer, d *unstruc
 		// The waited context is over; the pods are still worth a look.
 		pctx, pcancel := context.WithTimeout(parent, 10*time.Second)
 		defer pcancel()
+		if last == "" && getErr != nil {
+			last = "reading it: " + getErr.Error()
+		}
 		return fmt.Errorf("timed out after %s waiting for the rollout of %s: %s%s", timeout, subject, last, podProblems(pctx, c, &live))
 	}
 	return err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	gosync "sync"
 	"testing"
@@ -12,10 +13,15 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/converge-gitops/converge/internal/localcluster"
 	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
@@ -66,6 +72,51 @@ func TestRolloutStatus(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(msg).To(Equal(tc.want))
 			g.Expect(done).To(Equal(tc.done))
+		})
+	}
+}
+
+// TestWaitRolloutErrors: a read that may pass (a dropped connection, the client's rate
+// limiter near the deadline) is tried again; one that cannot (forbidden, gone) fails at once.
+func TestWaitRolloutErrors(t *testing.T) {
+	done := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: installNamespace, Name: "converge", Generation: 1},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)},
+		Status:     appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1},
+	}
+	u := &unstructured.Unstructured{}
+	u.SetNamespace(installNamespace)
+	u.SetName("converge")
+	for _, tc := range []struct {
+		name    string
+		fail    error
+		wantErr string
+	}{
+		{name: "transient", fail: errors.New("client rate limiter Wait returned an error: rate: Wait(n=1) would exceed context deadline")},
+		{name: "forbidden", fail: apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "converge", errors.New("no")),
+			wantErr: `reading Deployment/converge-system/converge: deployments.apps "converge" is forbidden: no`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			failures := 2
+			c := fake.NewClientBuilder().WithScheme(cliScheme()).WithObjects(done.DeepCopy()).
+				WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if failures > 0 {
+						failures--
+						return tc.fail
+					}
+					return c.Get(ctx, key, obj, opts...)
+				}}).Build()
+			var out bytes.Buffer
+			err := waitRollout(context.Background(), c, &out, u, time.Millisecond, time.Minute)
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(tc.wantErr))
+				g.Expect(out.String()).To(BeEmpty())
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(failures).To(BeZero())
+			g.Expect(out.String()).To(Equal("Deployment/converge-system/converge: rolled out, 1 of 1 replicas available\n"))
 		})
 	}
 }
