@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,6 +136,10 @@ func unpack(t *testing.T, img v1.Image) (string, map[string]*tar.Header) {
 				if err := os.MkdirAll(p, 0o755); err != nil {
 					t.Fatal(err)
 				}
+				// The mode as tar has it, sticky bit included (/tmp is 1777).
+				if err := os.Chmod(p, h.FileInfo().Mode()&(fs.ModePerm|fs.ModeSticky)); err != nil {
+					t.Fatal(err)
+				}
 			case tar.TypeReg:
 				b, err := io.ReadAll(tr)
 				if err != nil {
@@ -145,6 +150,11 @@ func unpack(t *testing.T, img v1.Image) (string, map[string]*tar.Header) {
 				}
 			default:
 				t.Errorf("%s: unexpected tar entry type %c", h.Name, h.Typeflag)
+			}
+			if os.Geteuid() == 0 {
+				if err := os.Lchown(p, h.Uid, h.Gid); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		_ = rc.Close()
@@ -338,6 +348,29 @@ func TestImage(t *testing.T) {
 			if !strings.Contains(string(out), want) {
 				t.Errorf("converge serve --help has no %s:\n%s", want, out)
 			}
+		}
+
+		// As a container runs it: the image's root as /, user 65532 (needs root to chroot).
+		// converge's init needs a /tmp it may write (controller-runtime's envtest, linked
+		// in for `converge dev`, creates /tmp/kubebuilder-envtest or panics): the image's
+		// /tmp is 1777, as the Deployment's emptyDir is writable.
+		if os.Geteuid() != 0 {
+			t.Log("not root: converge not run chrooted into the image as 65532")
+			continue
+		}
+		if err := os.Chmod(root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/converge", "version")
+		cmd.Dir = "/"
+		cmd.Env = []string{}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
+		out, err = cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("chroot %s /converge version as 65532: %v\n%s", root, err, out)
+		}
+		if !strings.HasPrefix(string(out), "converge "+o.Version+"\n") {
+			t.Errorf("chrooted converge version printed\n%s", out)
 		}
 	}
 }
