@@ -36,7 +36,7 @@ type installOptions struct {
 	image       string
 	wait        bool
 	timeout     time.Duration
-	// pollInterval is how often --wait reads the Deployment (tests shorten it).
+	// pollInterval is how often --wait reads the Deployment.
 	pollInterval time.Duration
 	// build is this binary's version, which picks the default image.
 	build build
