@@ -16,6 +16,29 @@ export KUBEBUILDER_ASSETS := $(K8S_BIN)
 TEST_FLAGS ?= -timeout 30m
 GEN_PATHS  := ./api/...
 
+# What `make build` and `make image` stamp into the binary (`converge version`): the
+# version from git, the commit, and as build date the commit time (not now), so that one
+# commit always builds the same bytes. Each may be set: make image VERSION=v1.2.3.
+VERSION           ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION           := $(VERSION)
+COMMIT            ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+COMMIT            := $(COMMIT)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+SOURCE_DATE_EPOCH := $(SOURCE_DATE_EPOCH)
+BUILD_DATE        := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r $(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+# After `make image PUSH=1` of this version, `make build` pins `converge install` to the
+# pushed digest (bin/image/pushed: name:tag@sha256:…, used when its tag is this version's).
+INSTALL_IMAGE     ?= $(shell f='$(BIN)/image/pushed'; t=$$(printf %s '$(VERSION)' | tr -c 'A-Za-z0-9_.-' '-'); \
+                       [ -f "$$f" ] && r=$$(cat "$$f") && case "$${r%@*}" in (*:"$$t") echo "$$r";; esac)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE) \
+           $(if $(INSTALL_IMAGE),-X main.installImage=$(INSTALL_IMAGE))
+
+# make image: where to (IMAGE=name or name:tag; without a tag the version is the tag),
+# for which platforms, and PUSH=1 to push.
+IMAGE     ?= ghcr.io/converge-gitops/converge
+PLATFORMS ?= linux/amd64,linux/arm64
+PUSH      ?=
+
 ##@ General
 
 .PHONY: help
@@ -27,8 +50,14 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: build
-build: ## Build the converge binary into bin/converge.
-	go build -o $(BIN)/converge ./cmd/converge
+build: ## Build the converge binary into bin/converge, its version stamped.
+	go build -ldflags '$(LDFLAGS)' -o $(BIN)/converge ./cmd/converge
+
+.PHONY: image
+image: ## Build the daemon's OCI image into bin/image without Docker (IMAGE, PLATFORMS, PUSH=1).
+	cd tools/image && go run . -root '$(ROOT)' -out '$(BIN)/image' -image '$(IMAGE)' -platforms '$(PLATFORMS)' \
+	  -version '$(VERSION)' -revision '$(COMMIT)' -source-date-epoch '$(SOURCE_DATE_EPOCH)' \
+	  $(if $(filter 1 true yes,$(PUSH)),-push)
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code and the CRD manifests from api/.
@@ -50,6 +79,7 @@ verify: $(CONTROLLER_GEN) ## Fail when generated files or go.mod/go.sum differ f
 	go mod tidy -diff || { echo "go.mod/go.sum are not tidy, run 'go mod tidy'"; exit 1; }
 	cd tools && go mod tidy -diff || { echo "tools/go.mod is not tidy"; exit 1; }
 	cd tools/lint && go mod tidy -diff || { echo "tools/lint/go.mod is not tidy"; exit 1; }
+	cd tools/image && go mod tidy -diff || { echo "tools/image/go.mod is not tidy"; exit 1; }
 	@echo "generated files and go.mod are up to date"
 
 .PHONY: lint
@@ -57,6 +87,7 @@ lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	cd tools/image && go vet ./...
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: controlplane
@@ -86,6 +117,10 @@ test: controlplane ## Run every test: unit, envtest, local cluster, e2e, bench s
 .PHONY: test-unit
 test-unit: ## Run the tests that need no cluster (go test -short), in seconds: no make controlplane.
 	go test -short ./...
+
+.PHONY: image-test
+image-test: ## Test the image build: build linux/amd64, inspect and run it, push it to a loopback registry, rebuild, same digest.
+	cd tools/image && go test $(TEST_FLAGS) -count=1 -v ./...
 
 .PHONY: fuzz-smoke
 fuzz-smoke: ## Run each fuzz target for FUZZ_TIME (default 20s); crashers land in testdata/fuzz.

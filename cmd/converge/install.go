@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
@@ -33,11 +34,16 @@ type installOptions struct {
 	export      bool
 	multiTenant bool
 	image       string
+	wait        bool
 	timeout     time.Duration
+	// pollInterval is how often --wait reads the Deployment.
+	pollInterval time.Duration
+	// build is this binary's version, which picks the default image.
+	build build
 }
 
 func newInstallCommand() *cobra.Command {
-	o := &installOptions{}
+	o := &installOptions{pollInterval: time.Second, build: currentBuild()}
 	cmd := &cobra.Command{
 		Use:   "install",
 		Short: "Install converge: the SyncTarget CRD, RBAC and the daemon in converge-system",
@@ -53,10 +59,20 @@ read SyncTargets and the Secrets they name, write their status and events, and i
 service accounts; SyncTargets naming none impersonate converge-tenant-default, which has
 no rights.
 
---export prints the manifests instead, without --image exactly what 'kustomize build
-config/default' (or config/multi-tenant) of the converge repository gives.`,
+The daemon's image is, unless --image names another, the image of this binary's version:
+` + config.Image + `:<version> (a "+" in the version becomes "-"), pinned to its
+digest when the binary was stamped with one (-X main.installImage, see README.md). A dev
+build, stamped with no version, keeps the tag of config/default.
+
+--wait then waits, up to --timeout, until the daemon's Deployment has rolled out, printing
+its progress; when it does not, it says why the pods are stuck (an image that cannot be
+pulled, a crash loop).
+
+--export prints the manifests instead; for a dev build without --image exactly what
+'kustomize build config/default' (or config/multi-tenant) of the converge repository gives.`,
 		Example: `  converge install
   converge install --multi-tenant
+  converge install --wait
   converge install --export > converge.yaml
   converge install --image registry.example.com/converge:v1.2.3`,
 		Args: cobra.NoArgs,
@@ -68,8 +84,10 @@ config/default' (or config/multi-tenant) of the converge repository gives.`,
 	cmd.Flags().BoolVar(&o.export, "export", false, "print the manifests as YAML instead of applying them")
 	cmd.Flags().BoolVar(&o.multiTenant, "multi-tenant", false,
 		"install the locked-down daemon: it acts only as the service accounts SyncTargets name")
-	cmd.Flags().StringVar(&o.image, "image", "", "image of the daemon, e.g. registry.example.com/converge:v1.2.3 (default: "+config.Image+" with the tag of config/default)")
-	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for the CRD and namespace to be ready")
+	cmd.Flags().StringVar(&o.image, "image", "", "image of the daemon, e.g. registry.example.com/converge:v1.2.3 (default: "+
+		defaultImageHelp(o.build)+")")
+	cmd.Flags().BoolVar(&o.wait, "wait", false, "wait until the daemon's Deployment has rolled out")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for the CRD and namespace to be ready, and with --wait for the rollout")
 	return cmd
 }
 
@@ -82,7 +100,11 @@ func (o *installOptions) overlays() (want, other string) {
 
 func (o *installOptions) run(ctx context.Context, out io.Writer) error {
 	overlay, other := o.overlays()
-	manifests, err := config.Build(overlay, o.image)
+	image := o.image
+	if image == "" {
+		image = defaultImage(o.build, installImage)
+	}
+	manifests, err := config.Build(overlay, image)
 	if err != nil {
 		return err
 	}
@@ -98,6 +120,7 @@ func (o *installOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.timeout+time.Minute)
 	defer cancel()
 
@@ -136,9 +159,70 @@ func (o *installOptions) run(ctx context.Context, out io.Writer) error {
 	if o.multiTenant {
 		kind = "multi-tenant"
 	}
-	report("converge installed (%s) in %s: %d created, %d configured, %d unchanged, %d deleted\n",
-		kind, installNamespace, count[ssa.CreatedAction], count[ssa.ConfiguredAction], count[ssa.UnchangedAction], len(deleted))
-	return werr
+	report("converge installed (%s) in %s: %d created, %d configured, %d unchanged, %d deleted; image %s\n",
+		kind, installNamespace, count[ssa.CreatedAction], count[ssa.ConfiguredAction], count[ssa.UnchangedAction], len(deleted),
+		daemonImage(objects))
+	if werr != nil || !o.wait {
+		return werr
+	}
+	for _, u := range objects {
+		if u.GetKind() == "Deployment" && u.GetNamespace() == installNamespace {
+			if err := waitRollout(parent, c, out, u, o.pollInterval, o.timeout); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// defaultImage is the daemon's image `converge install` deploys without --image: the
+// stamped installImage, else the image of b's version; "" (config/default's tag) for a
+// dev build.
+func defaultImage(b build, stamped string) string {
+	if stamped != "" {
+		return stamped
+	}
+	if b.Version == "dev" {
+		return ""
+	}
+	return config.Image + ":" + imageTag(b.Version)
+}
+
+func defaultImageHelp(b build) string {
+	if img := defaultImage(b, installImage); img != "" {
+		return img + ", the image of this version"
+	}
+	return config.Image + " with the tag of config/default: this is a dev build"
+}
+
+// imageTag is the image tag of a version: characters a tag may not hold ("+" of semver
+// build metadata) become "-", as in tools/image.
+func imageTag(version string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '.', r == '-':
+			return r
+		}
+		return '-'
+	}, version)
+}
+
+// daemonImage is the image of the daemon's container in the install.
+func daemonImage(objects []*unstructured.Unstructured) string {
+	for _, u := range objects {
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			if m, ok := c.(map[string]any); ok {
+				if img, ok := m["image"].(string); ok {
+					return img
+				}
+			}
+		}
+	}
+	return "unknown"
 }
 
 // removeOther deletes the objects of the other install that this one does not have —

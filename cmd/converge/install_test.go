@@ -191,3 +191,36 @@ func TestInstallImage(t *testing.T) {
 		})
 	}
 }
+
+// TestInstallDefaultImage: without --image, a stamped binary installs the image of its
+// own version (its digest when stamped with one) instead of latest; --image still wins.
+func TestInstallDefaultImage(t *testing.T) {
+	for _, tc := range []struct {
+		name, version, image string
+		args                 []string
+		want                 string
+	}{
+		{name: "dev build", version: "", want: "ghcr.io/converge-gitops/converge:latest"},
+		{name: "release", version: "v1.2.3", want: "ghcr.io/converge-gitops/converge:v1.2.3"},
+		{name: "describe", version: "v1.2.3-4-gabcdef0-dirty", want: "ghcr.io/converge-gitops/converge:v1.2.3-4-gabcdef0-dirty"},
+		{name: "build metadata", version: "v1.2.3+meta", want: "ghcr.io/converge-gitops/converge:v1.2.3-meta"},
+		{name: "stamped digest", version: "v1.2.3",
+			image: "registry.example.com/converge:v1.2.3@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+			want:  "registry.example.com/converge:v1.2.3@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+		{name: "--image wins", version: "v1.2.3", args: []string{"--image", "localhost:5000/converge:dev"},
+			want: "localhost:5000/converge:dev"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			stamp(t, tc.version, "", "", tc.image)
+			for _, mt := range []bool{false, true} {
+				args := append([]string{"install", "--export"}, tc.args...)
+				if mt {
+					args = append(args, "--multi-tenant")
+				}
+				d := daemonDeployment(t, installObjects(t, runCommand(t, args...)))
+				g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(tc.want))
+			}
+		})
+	}
+}

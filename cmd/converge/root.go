@@ -2,14 +2,9 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"runtime"
 
 	"github.com/spf13/cobra"
 )
-
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
 
 // exitError carries the exit code a command wants (kubectl diff style: 1 is not an error).
 type exitError struct {
@@ -52,11 +47,13 @@ func newRootCommand() *cobra.Command {
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of converge",
-		Args:  cobra.NoArgs,
+		Short: "Print the version of converge, its commit and build date",
+		Long: `Print the version of converge, the commit it was built from and the time of that
+commit, as stamped by 'make build' or 'make image'; a binary built otherwise shows what
+the Go toolchain recorded (the module version of 'go install', the VCS revision), else dev.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "converge %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			return err
+			return currentBuild().print(cmd.OutOrStdout())
 		},
 	}
 }
