@@ -103,6 +103,9 @@ func startReconciler(ctx context.Context, base *rest.Config) error {
 	}
 	checkouts = r.Fetcher.(*convergesync.GitFetcher).Cache
 	hooks = convergesync.NewWebhooks(mgr, r)
+	// A short token cache: tests that create a webhook Secret after a refusal need not wait
+	// the daemon's 30 s (the cache itself is tested with a fake clock).
+	hooks.TokenTTL = time.Second
 	if err := r.SetupWithManager(ctx, mgr, convergesync.Options{Concurrency: 4}); err != nil {
 		return err
 	}

@@ -312,8 +312,9 @@ func TestHardeningSecretRefOtherNamespace(t *testing.T) {
 
 	g.Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: f.ns},
 		Data: map[string][]byte{"token": []byte("own-namespace-token")}})).To(Succeed())
-	// Once the daemon's cache has the new Secret, its token is accepted.
-	g.Eventually(func(g Gomega) int { return pushWebhook(g, f.url, "own-namespace-token") }).Should(Equal(202))
+	// Once the receiver's token cache has expired (TokenTTL), its token is accepted.
+	g.Eventually(func(g Gomega) int { return pushWebhook(g, f.url, "own-namespace-token") }).
+		WithTimeout(10 * time.Second).WithPolling(250 * time.Millisecond).Should(Equal(202))
 	eventually(t, hooked, func(g Gomega, st *convergev1.SyncTarget) {
 		g.Expect(st.Status.LastHealthyRevision).To(Equal(next), ready(st).Message)
 	})
