@@ -72,8 +72,9 @@ func newCreateSyncTargetCommand() *cobra.Command {
 		Use:     "synctarget NAME",
 		Aliases: []string{"st"},
 		Short:   "Create or update a SyncTarget (server-side apply), or print it with --export",
-		Long: `Build a SyncTarget from the flags, check it against the rules of the installed CRD (the
-same the API server enforces, with its messages), then server-side apply it as "` + cliFieldManager + `":
+		Long: `Build a SyncTarget from the flags, check it against the rules of the CRD this converge
+carries (those the API server enforces once it is installed, with its messages), then
+server-side apply it as "` + cliFieldManager + `":
 running the command again with other flags updates the SyncTarget, and a flag left out is unset.
 An invalid SyncTarget is refused and nothing is sent to the cluster.
 
