@@ -40,7 +40,7 @@ func newRootCommand() *cobra.Command {
 		newDiffCommand(), newBuildCommand(),
 		newGetCommand(), newHistoryCommand(), newReconcileCommand(),
 		newRollbackCommand(), newResumeCommand(), newSuspendCommand(),
-		newInstallCommand())
+		newInstallCommand(), newCreateCommand())
 	return root
 }
 

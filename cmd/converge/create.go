@@ -1,0 +1,630 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/clientcmd"
+	openapierrors "k8s.io/kube-openapi/pkg/validation/errors"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"k8s.io/kube-openapi/pkg/validation/strfmt"
+	"k8s.io/kube-openapi/pkg/validation/validate"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/config"
+	"github.com/converge-gitops/converge/sources"
+)
+
+// cliFieldManager owns the fields `converge create` applies.
+const cliFieldManager = "converge-cli"
+
+// webhookTokenKey is the key of a webhook Secret the daemon reads.
+const webhookTokenKey = "token"
+
+func newCreateCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create or update a SyncTarget or a Secret it uses, or print it with --export",
+		Args:  usageArgs(cobra.NoArgs),
+	}
+	cmd.AddCommand(newCreateSyncTargetCommand(), newCreateSecretCommand())
+	return cmd
+}
+
+// createSyncTargetOptions are the flags of `converge create synctarget`.
+type createSyncTargetOptions struct {
+	cli                                       cliOptions
+	export                                    bool
+	url, branch, tag, semver, commit, refName string
+	path, targetNamespace, schedule           string
+	secretRef, webhookSecretRef               string
+	serviceAccount, maxDeletions              string
+	interval, timeout                         time.Duration
+	prune                                     bool
+	dependsOn                                 []string
+}
+
+func newCreateSyncTargetCommand() *cobra.Command {
+	o := &createSyncTargetOptions{}
+	cmd := &cobra.Command{
+		Use:     "synctarget NAME",
+		Aliases: []string{"st"},
+		Short:   "Create or update a SyncTarget (server-side apply), or print it with --export",
+		Long: `Build a SyncTarget from the flags, check it against the rules of the CRD this converge
+carries (those the API server enforces once it is installed, with its messages), then
+server-side apply it as "` + cliFieldManager + `":
+running the command again with other flags updates the SyncTarget, and a flag left out is unset.
+An invalid SyncTarget is refused and nothing is sent to the cluster.
+
+--export prints the SyncTarget as YAML instead, for committing to Git.`,
+		Example: `  converge create synctarget shop --url https://github.com/acme/shop --branch main --path deploy --prune
+  converge create st shop --url git@github.com:acme/shop.git --semver '>=1.0.0 <2.0.0' --secret-ref shop-git
+  converge create st shop --url https://github.com/acme/shop --tag v1.2.3 --export > shop.yaml`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd, args[0])
+		},
+	}
+	o.bindFlags(cmd)
+	return cmd
+}
+
+func (o *createSyncTargetOptions) bindFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	o.cli.BindFlags(fs, false)
+	fs.BoolVar(&o.export, "export", false, "print the SyncTarget as YAML instead of applying it")
+	fs.StringVar(&o.url, "url", "", "URL of the Git repository (https://, http://, ssh:// or user@host:path)")
+	fs.StringVar(&o.branch, "branch", "", "branch to follow")
+	fs.StringVar(&o.tag, "tag", "", "tag to follow")
+	fs.StringVar(&o.semver, "semver", "", "semver range; the highest matching tag is followed")
+	fs.StringVar(&o.commit, "commit", "", "full commit SHA to pin")
+	fs.StringVar(&o.refName, "ref-name", "", "fully qualified ref to follow, e.g. refs/pull/7/head")
+	fs.StringVar(&o.path, "path", "", "path inside the repository to render (default: its root)")
+	fs.StringVar(&o.targetNamespace, "target-namespace", "", "namespace set on every namespaced object rendered")
+	fs.DurationVar(&o.interval, "interval", 0, "interval between polls of the repository (default 1m)")
+	fs.StringVar(&o.schedule, "schedule", "", "cron schedule of the polls, instead of --interval")
+	fs.StringVar(&o.secretRef, "secret-ref", "", "Secret with the credentials of the repository")
+	fs.StringVar(&o.webhookSecretRef, "webhook-secret-ref", "", "Secret whose \"token\" signs push webhooks")
+	fs.StringArrayVar(&o.dependsOn, "depends-on", nil, "SyncTarget (NAME or NAMESPACE/NAME) that must be Ready first; repeatable")
+	fs.BoolVar(&o.prune, "prune", false, "delete the objects applied before once they leave Git")
+	fs.DurationVar(&o.timeout, "timeout", 0, "bound on applying and health checking one revision (default 5m)")
+	fs.StringVar(&o.serviceAccount, "service-account", "", "service account impersonated for every apply and prune")
+	fs.StringVar(&o.maxDeletions, "max-deletions", "", "most objects one revision may prune: a count or a percentage such as 25%")
+}
+
+func (o *createSyncTargetOptions) run(cmd *cobra.Command, name string) error {
+	ns, err := createNamespace(&o.cli, o.export)
+	if err != nil {
+		return err
+	}
+	st, err := o.syncTarget(cmd, ns, name)
+	if err != nil {
+		return err
+	}
+	if err := validateSyncTarget(st); err != nil {
+		return err
+	}
+	obj, err := exportable(st)
+	if err != nil {
+		return err
+	}
+	if o.export {
+		return printYAML(cmd.OutOrStdout(), obj)
+	}
+	if err := applyObject(cmd.Context(), &o.cli, obj); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "SyncTarget %s/%s applied\n", ns, name)
+	return err
+}
+
+// syncTarget builds the SyncTarget the flags describe. It only refuses what the flags
+// cannot express; the rules of the API are checked by validateSyncTarget.
+func (o *createSyncTargetOptions) syncTarget(cmd *cobra.Command, ns, name string) (*convergev1.SyncTarget, error) {
+	st := &convergev1.SyncTarget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: convergev1.GroupVersion.String(), Kind: convergev1.SyncTargetKind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	}
+	src := &st.Spec.Source
+	src.URL, src.Schedule = o.url, convergev1.CronSchedule(o.schedule)
+	src.Ref = convergev1.GitRef{Branch: o.branch, Tag: o.tag, SemVer: o.semver, Commit: o.commit, Name: o.refName}
+	src.SecretRef, src.WebhookSecretRef = localRef(o.secretRef), localRef(o.webhookSecretRef)
+	if cmd.Flags().Changed("interval") {
+		src.Interval = &metav1.Duration{Duration: o.interval}
+	}
+	if cmd.Flags().Changed("timeout") {
+		st.Spec.Timeout = &metav1.Duration{Duration: o.timeout}
+	}
+	st.Spec.Path, st.Spec.TargetNamespace, st.Spec.Prune = o.path, o.targetNamespace, o.prune
+	st.Spec.ServiceAccountName = o.serviceAccount
+	if o.maxDeletions != "" {
+		v := intstr.Parse(o.maxDeletions)
+		st.Spec.MaxDeletions = &v
+	}
+	for _, d := range o.dependsOn {
+		ref, err := parseDependency(d)
+		if err != nil {
+			return nil, err
+		}
+		st.Spec.DependsOn = append(st.Spec.DependsOn, ref)
+	}
+	return st, nil
+}
+
+// createNamespace is -n, else the namespace of the kubeconfig context; with --export, which
+// needs no cluster, also "default" when there is no kubeconfig at all.
+func createNamespace(o *cliOptions, export bool) (string, error) {
+	if o.namespace == "" && export {
+		if _, _, err := o.kube.clientConfig().Namespace(); clientcmd.IsEmptyConfig(err) {
+			return "default", nil
+		}
+	}
+	return o.Namespace()
+}
+
+func localRef(name string) *convergev1.LocalObjectReference {
+	if name == "" {
+		return nil
+	}
+	return &convergev1.LocalObjectReference{Name: name}
+}
+
+// parseDependency reads NAME or NAMESPACE/NAME.
+func parseDependency(s string) (convergev1.DependencyReference, error) {
+	parts := strings.Split(s, "/")
+	switch {
+	case len(parts) == 1 && s != "":
+		return convergev1.DependencyReference{Name: s}, nil
+	case len(parts) == 2 && parts[0] != "" && parts[1] != "":
+		return convergev1.DependencyReference{Namespace: parts[0], Name: parts[1]}, nil
+	}
+	return convergev1.DependencyReference{}, usageError(fmt.Errorf("--depends-on %q: want NAME or NAMESPACE/NAME", s))
+}
+
+// validateSyncTarget checks st as the API server would on create: its metadata, the
+// OpenAPI schema of the embedded CRD and the CRD's x-kubernetes-validations (CEL) rules.
+// The error reads like the API server's: `SyncTarget.converge.dev "NAME" is invalid: …`.
+func validateSyncTarget(st *convergev1.SyncTarget) error {
+	root, err := syncTargetSchema()
+	if err != nil {
+		return err
+	}
+	obj, err := exportable(st)
+	if err != nil {
+		return err
+	}
+	errs := apivalidation.ValidateObjectMeta(&st.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	schemaErrs := openAPIErrors(root, obj.Object)
+	errs = append(errs, schemaErrs...)
+	if blocking(schemaErrs) {
+		// As the API server: the rules may assume what the schema promises.
+		errs = append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
+	} else {
+		celErrs, err := celErrors(nil, root, obj.Object)
+		if err != nil {
+			return err
+		}
+		errs = append(errs, celErrs...)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return usageError(apierrors.NewInvalid(schema.GroupKind{Group: convergev1.GroupVersion.Group, Kind: convergev1.SyncTargetKind}, st.Name, errs))
+}
+
+// blocking reports whether errs hold a failure after which the API server does not
+// evaluate the CEL rules: a wrong type, a missing field, a value too long, too many items or
+// not in the enum.
+func blocking(errs field.ErrorList) bool {
+	for _, e := range errs {
+		switch e.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+			return true
+		}
+	}
+	return false
+}
+
+// syncTargetSchema is the OpenAPI schema of the served version of the embedded CRD.
+func syncTargetSchema() (*apiextensionsv1.JSONSchemaProps, error) {
+	crds, err := config.CRDs()
+	if err != nil {
+		return nil, fmt.Errorf("reading the embedded CRDs: %w", err)
+	}
+	for _, crd := range crds {
+		if crd.Spec.Names.Kind != convergev1.SyncTargetKind {
+			continue
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Name == convergev1.GroupVersion.Version && v.Schema != nil {
+				return v.Schema.OpenAPIV3Schema, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("the embedded CRDs have no schema for %s %s", convergev1.GroupVersion, convergev1.SyncTargetKind)
+}
+
+// openAPIErrors validates obj against the structural part of the schema (types, required,
+// lengths, patterns, bounds, enums) with the validator the API server uses, and words the
+// failures as it does.
+func openAPIErrors(root *apiextensionsv1.JSONSchemaProps, obj map[string]any) field.ErrorList {
+	raw, err := json.Marshal(root)
+	if err != nil {
+		return field.ErrorList{field.InternalError(nil, err)}
+	}
+	var s spec.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return field.ErrorList{field.InternalError(nil, err)}
+	}
+	res := validate.NewSchemaValidator(&s, nil, "", strfmt.Default).Validate(obj)
+	var errs field.ErrorList
+	for _, e := range res.Errors {
+		errs = append(errs, openAPIFieldError(e))
+	}
+	return errs
+}
+
+// openAPIFieldError turns a failure of the OpenAPI validator into a field error, as the
+// API server's apiextensions validation does.
+func openAPIFieldError(e error) *field.Error {
+	v, ok := e.(*openapierrors.Validation)
+	if !ok {
+		return field.Invalid(nil, "", e.Error())
+	}
+	var path *field.Path
+	if name := strings.TrimPrefix(v.Name, "."); name != "" {
+		path = field.NewPath(name)
+	}
+	value := v.Value
+	if value == nil {
+		value = ""
+	}
+	switch v.Code() {
+	case openapierrors.RequiredFailCode:
+		return field.Required(path, "")
+	case openapierrors.EnumFailCode:
+		var allowed []string
+		for _, a := range v.Values {
+			allowed = append(allowed, fmt.Sprint(a))
+		}
+		return field.NotSupported(path, v.Value, allowed)
+	case openapierrors.TooLongFailCode:
+		maxLen, _ := v.Valid.(int64)
+		return field.TooLong(path, "", int(maxLen))
+	case openapierrors.MaxItemsFailCode:
+		n, _ := v.Value.(int64)
+		maxItems, _ := v.Valid.(int64)
+		return field.TooMany(path, int(n), int(maxItems))
+	case openapierrors.InvalidTypeCode:
+		return field.TypeInvalid(path, value, v.Error())
+	}
+	return field.Invalid(path, value, v.Error())
+}
+
+// celErrors evaluates every x-kubernetes-validations rule of s and of the schemas below it
+// on the value v at path, as the API server does; a failed rule gives its message.
+func celErrors(path *field.Path, s *apiextensionsv1.JSONSchemaProps, v any) (field.ErrorList, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var errs field.ErrorList
+	for _, rule := range s.XValidations {
+		ok, err := evalRule(rule.Rule, v)
+		if err != nil {
+			return nil, fmt.Errorf("evaluating the CRD rule %q at %s: %w", rule.Rule, path, err)
+		}
+		if !ok {
+			errs = append(errs, celFieldError(path, s, v, rule))
+		}
+	}
+	var below field.ErrorList
+	var err error
+	switch val := v.(type) {
+	case map[string]any:
+		below, err = celErrorsOfObject(path, s, val)
+	case []any:
+		if s.Items != nil && s.Items.Schema != nil {
+			for i, item := range val {
+				e, ierr := celErrors(path.Index(i), s.Items.Schema, item)
+				if ierr != nil {
+					return nil, ierr
+				}
+				below = append(below, e...)
+			}
+		}
+	}
+	return append(errs, below...), err
+}
+
+func celErrorsOfObject(path *field.Path, s *apiextensionsv1.JSONSchemaProps, obj map[string]any) (field.ErrorList, error) {
+	keys := make([]string, 0, len(obj))
+	for key := range obj {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys) // the same order every run
+	var errs field.ErrorList
+	for _, key := range keys {
+		val := obj[key]
+		child, ok := s.Properties[key]
+		if !ok {
+			if s.AdditionalProperties == nil || s.AdditionalProperties.Schema == nil {
+				continue
+			}
+			child = *s.AdditionalProperties.Schema
+		}
+		e, err := celErrors(path.Child(key), &child, val)
+		if err != nil {
+			return nil, err
+		}
+		errs = append(errs, e...)
+	}
+	return errs, nil
+}
+
+// celFieldError words a failed rule as the API server does: objects and lists are not quoted.
+func celFieldError(path *field.Path, s *apiextensionsv1.JSONSchemaProps, v any, rule apiextensionsv1.ValidationRule) *field.Error {
+	msg := rule.Message
+	if msg == "" {
+		msg = "failed rule: " + strings.TrimSpace(rule.Rule)
+	}
+	if rule.FieldPath != "" {
+		path = path.Child(strings.TrimPrefix(rule.FieldPath, "."))
+	}
+	if s.Type == "object" || s.Type == "array" {
+		return field.Invalid(path, field.OmitValueType{}, msg)
+	}
+	return field.Invalid(path, v, msg)
+}
+
+// evalRule evaluates a CEL rule with self bound to v.
+func evalRule(rule string, v any) (bool, error) {
+	env, err := cel.NewEnv(cel.Variable("self", cel.DynType))
+	if err != nil {
+		return false, err
+	}
+	ast, iss := env.Compile(rule)
+	if iss.Err() != nil {
+		return false, iss.Err()
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		return false, err
+	}
+	out, _, err := prg.Eval(map[string]any{"self": v})
+	if err != nil {
+		return false, err
+	}
+	return out == types.True, nil
+}
+
+// exportable is obj as it is applied and exported: apiVersion, kind, metadata and spec
+// (or a Secret's type and data), without status or empty fields.
+func exportable(obj runtime.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting the object: %w", err)
+	}
+	delete(m, "status")
+	if meta, ok := m["metadata"].(map[string]any); ok {
+		delete(meta, "creationTimestamp")
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func printYAML(out io.Writer, obj *unstructured.Unstructured) error {
+	b, err := yaml.Marshal(obj.Object)
+	if err != nil {
+		return fmt.Errorf("printing the object: %w", err)
+	}
+	_, err = out.Write(append([]byte("---\n"), b...))
+	return err
+}
+
+// applyObject server-side applies obj as the CLI's field manager, taking over fields
+// another manager set: the flags say what the object must be.
+func applyObject(ctx context.Context, o *cliOptions, obj *unstructured.Unstructured) error {
+	c, _, err := o.Client()
+	if err != nil {
+		return err
+	}
+	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(cliFieldManager), client.ForceOwnership)
+	if err != nil {
+		return fmt.Errorf("applying %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}
+
+func newCreateSecretCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "secret",
+		Short: "Create or update a Secret a SyncTarget uses, or print it with --export",
+		Args:  usageArgs(cobra.NoArgs),
+	}
+	cmd.AddCommand(newCreateGitSecretCommand(), newCreateWebhookSecretCommand())
+	return cmd
+}
+
+// createGitSecretOptions are the flags of `converge create secret git`.
+type createGitSecretOptions struct {
+	cli                                    cliOptions
+	export                                 bool
+	url, username, password, bearerToken   string
+	sshKeyFile, knownHostsFile, passphrase string
+	caFile                                 string
+}
+
+func newCreateGitSecretCommand() *cobra.Command {
+	o := &createGitSecretOptions{}
+	cmd := &cobra.Command{
+		Use:   "git NAME",
+		Short: "Create or update the credentials Secret of a repository (spec.source.secretRef)",
+		Long: `Create or update (server-side apply) a Secret with the credentials of a Git repository, in the
+keys the daemon reads: username and password, or bearerToken, for HTTPS (optionally ca.crt); identity,
+known_hosts (and password, the key's passphrase) for SSH. The Secret is checked as the daemon checks
+it for --url, and refused with the daemon's reason if the daemon would refuse it.
+
+--export prints the Secret as YAML instead, to stdout only: it holds the credentials in clear text
+(stringData), so encrypt it (e.g. with SOPS) before committing it anywhere.`,
+		Example: `  converge create secret git shop-git --url https://github.com/acme/shop --username bot --password "$TOKEN"
+  converge create secret git shop-git --url ssh://git@github.com/acme/shop --ssh-key-file ./id_ed25519 --known-hosts-file ./known_hosts`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd, args[0])
+		},
+	}
+	fs := cmd.Flags()
+	o.cli.BindFlags(fs, false)
+	fs.BoolVar(&o.export, "export", false, "print the Secret as YAML (credentials in clear text) instead of applying it")
+	fs.StringVar(&o.url, "url", "", "URL of the repository the credentials are for (required: they are checked for its protocol)")
+	fs.StringVar(&o.username, "username", "", "HTTP basic auth user")
+	fs.StringVar(&o.password, "password", "", "HTTP basic auth password")
+	fs.StringVar(&o.bearerToken, "bearer-token", "", "HTTP bearer token")
+	fs.StringVar(&o.sshKeyFile, "ssh-key-file", "", "file of the SSH private key")
+	fs.StringVar(&o.knownHostsFile, "known-hosts-file", "", "known_hosts file with the SSH server's host keys")
+	fs.StringVar(&o.passphrase, "passphrase", "", "passphrase of the SSH private key")
+	fs.StringVar(&o.caFile, "ca-file", "", "PEM file of the certificate authorities the HTTPS server is checked against")
+	_ = cmd.MarkFlagRequired("url")
+	return cmd
+}
+
+func (o *createGitSecretOptions) run(cmd *cobra.Command, name string) error {
+	data, err := o.data()
+	if err != nil {
+		return err
+	}
+	if _, err := sources.AuthFromSecret(data, o.url); err != nil {
+		return usageError(fmt.Errorf("the daemon would refuse this secret: %w", err))
+	}
+	return createSecret(cmd, &o.cli, o.export, name, data)
+}
+
+// data is the Secret's data the flags describe.
+func (o *createGitSecretOptions) data() (map[string][]byte, error) {
+	if o.passphrase != "" && o.password != "" {
+		return nil, usageError(fmt.Errorf("--passphrase (ssh) and --password (https) exclude each other"))
+	}
+	password := o.password
+	if o.passphrase != "" {
+		password = o.passphrase // the daemon reads an SSH key's passphrase from "password"
+	}
+	data := map[string][]byte{}
+	for key, val := range map[string]string{
+		sources.SecretUsername: o.username, sources.SecretPassword: password, sources.SecretBearerToken: o.bearerToken,
+	} {
+		if val != "" {
+			data[key] = []byte(val)
+		}
+	}
+	for key, file := range map[string]string{
+		sources.SecretIdentity: o.sshKeyFile, sources.SecretKnownHosts: o.knownHostsFile, sources.SecretCACert: o.caFile,
+	} {
+		if file == "" {
+			continue
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, usageError(fmt.Errorf("reading %s: %w", file, err))
+		}
+		data[key] = b
+	}
+	if len(data) == 0 {
+		return nil, usageError(fmt.Errorf("no credentials: give --username and --password, --bearer-token, or --ssh-key-file and --known-hosts-file"))
+	}
+	return data, nil
+}
+
+// createWebhookSecretOptions are the flags of `converge create secret webhook`.
+type createWebhookSecretOptions struct {
+	cli    cliOptions
+	export bool
+	token  string
+}
+
+func newCreateWebhookSecretCommand() *cobra.Command {
+	o := &createWebhookSecretOptions{}
+	cmd := &cobra.Command{
+		Use:     "webhook NAME",
+		Short:   "Create or update the Secret whose token signs push webhooks (spec.source.webhookSecretRef)",
+		Example: `  converge create secret webhook shop-hook --token "$(openssl rand -hex 32)"`,
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.token == "" {
+				return usageError(fmt.Errorf("--token must not be empty"))
+			}
+			return createSecret(cmd, &o.cli, o.export, args[0], map[string][]byte{webhookTokenKey: []byte(o.token)})
+		},
+	}
+	o.cli.BindFlags(cmd.Flags(), false)
+	cmd.Flags().BoolVar(&o.export, "export", false, "print the Secret as YAML (token in clear text) instead of applying it")
+	cmd.Flags().StringVar(&o.token, "token", "", "shared secret the Git host signs its webhooks with")
+	_ = cmd.MarkFlagRequired("token")
+	return cmd
+}
+
+// createSecret applies an Opaque Secret with data, or prints it with export.
+func createSecret(cmd *cobra.Command, o *cliOptions, export bool, name string, data map[string][]byte) error {
+	ns, err := createNamespace(o, export)
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Type:       corev1.SecretTypeOpaque,
+	}
+	if errs := apivalidation.ValidateObjectMeta(&secret.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")); len(errs) > 0 {
+		return usageError(apierrors.NewInvalid(schema.GroupKind{Kind: "Secret"}, name, errs))
+	}
+	if export {
+		secret.StringData = textData(data)
+	}
+	if secret.StringData == nil {
+		secret.Data = data
+	}
+	obj, err := exportable(secret)
+	if err != nil {
+		return err
+	}
+	if export {
+		return printYAML(cmd.OutOrStdout(), obj)
+	}
+	if err := applyObject(cmd.Context(), o, obj); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "Secret %s/%s applied\n", ns, name)
+	return err
+}
+
+// textData is data as strings, or nil if a value is not UTF-8 text.
+func textData(data map[string][]byte) map[string]string {
+	out := make(map[string]string, len(data))
+	for k, v := range data {
+		if !utf8.Valid(v) {
+			return nil
+		}
+		out[k] = string(v)
+	}
+	return out
+}
