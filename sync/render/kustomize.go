@@ -210,33 +210,9 @@ func (p *preflight) kustomization(dir string, plugins bool) (int, error) {
 	p.stack = append(p.stack, dir)
 	defer func() { p.stack = p.stack[:len(p.stack)-1] }()
 
-	name, err := findKustomization(p.cfs, dir)
+	file, k, err := p.load(dir)
 	if err != nil {
-		return 0, fileErr(dir, err)
-	}
-	if name == "" {
-		return 0, fileErr(dir, classErr(ErrKustomize, "directory is referenced as a base but holds no kustomization"))
-	}
-	file := path.Join(dir, name)
-	r, err := p.cfs.resolve(file)
-	if err != nil {
-		return 0, fileErr(file, err)
-	}
-	data, err := p.cfs.readFile(r, file)
-	if err != nil {
-		return 0, fileErr(file, err)
-	}
-	// The same parsing kustomize does (target.KustTarget.Load), so both see one thing.
-	var k types.Kustomization
-	if err := k.Unmarshal(data); err != nil {
-		return 0, fileErr(file, classErr(ErrKustomize, "%s", err.Error()))
-	}
-	k.FixKustomization()
-	if err := p.checkFields(dir, &k); err != nil {
-		return 0, fileErr(file, err)
-	}
-	if err := p.secretGenerators(dir, &k); err != nil {
-		return 0, fileErr(file, err)
+		return 0, err
 	}
 
 	total := 0
@@ -276,6 +252,39 @@ func (p *preflight) kustomization(dir string, plugins bool) (int, error) {
 	}
 	p.done[key] = total
 	return total, nil
+}
+
+// load reads and parses the kustomization of dir as kustomize does
+// (target.KustTarget.Load), so both see one thing, and checks its fields.
+func (p *preflight) load(dir string) (string, *types.Kustomization, error) {
+	name, err := findKustomization(p.cfs, dir)
+	if err != nil {
+		return "", nil, fileErr(dir, err)
+	}
+	if name == "" {
+		return "", nil, fileErr(dir, classErr(ErrKustomize, "directory is referenced as a base but holds no kustomization"))
+	}
+	file := path.Join(dir, name)
+	r, err := p.cfs.resolve(file)
+	if err != nil {
+		return "", nil, fileErr(file, err)
+	}
+	data, err := p.cfs.readFile(r, file)
+	if err != nil {
+		return "", nil, fileErr(file, err)
+	}
+	k := &types.Kustomization{}
+	if err := k.Unmarshal(data); err != nil {
+		return "", nil, fileErr(file, classErr(ErrKustomize, "%s", err.Error()))
+	}
+	k.FixKustomization()
+	if err := p.checkFields(dir, k); err != nil {
+		return "", nil, fileErr(file, err)
+	}
+	if err := p.secretGenerators(dir, k); err != nil {
+		return "", nil, fileErr(file, err)
+	}
+	return file, k, nil
 }
 
 // base checks one entry of resources or components.
