@@ -102,7 +102,10 @@ func startReconciler(ctx context.Context, base *rest.Config) error {
 		return err
 	}
 	checkouts = r.Fetcher.(*convergesync.GitFetcher).Cache
-	hooks = convergesync.NewWebhooks(mgr, r)
+	hooks, err = convergesync.NewWebhooks(ctx, mgr, r, false)
+	if err != nil {
+		return err
+	}
 	if err := r.SetupWithManager(ctx, mgr, convergesync.Options{Concurrency: 4}); err != nil {
 		return err
 	}
