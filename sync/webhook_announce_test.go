@@ -9,8 +9,10 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -123,4 +125,41 @@ func TestPushAnnouncementsCoalesce(t *testing.T) {
 	})
 	g.Expect(patches.Load()).To(BeEquivalentTo(2), "6 pushes, two announcements")
 	g.Expect(getCM(g, f.app, "a").Data["value"]).To(Equal("7"))
+}
+
+// TestPushedAtDoesNotRetryARefusedRevision: an announced push only polls the source; unlike
+// a user's request it does not try again a revision that was rolled back.
+func TestPushedAtDoesNotRetryARefusedRevision(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t)
+	good := f.commit(map[string]string{"deploy/web.yaml": deployment("web", 1, "")})
+	st := f.syncTarget("web", func(st *convergev1.SyncTarget) {
+		st.Spec.Timeout = &metav1.Duration{Duration: 30 * time.Second}
+	})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(good))
+	})
+	bad := f.commit(map[string]string{"deploy/web.yaml": deployment("web", 1, "no-such-node: anywhere")})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Reason).To(Equal(convergev1.RolledBackReason))
+	})
+	attempts := func(g Gomega) int {
+		n := 0
+		for _, e := range get(g, st).Status.History {
+			if e.Revision == bad {
+				n++
+			}
+		}
+		return n
+	}
+	g.Expect(attempts(g)).To(Equal(1))
+
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, convergev1.PushedAtAnnotation, time.Now().UTC().Format(time.RFC3339Nano))
+	g.Expect(k8s.Patch(context.Background(), get(g, st), client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(attempts(g)).To(Equal(1), "a push announced is no request to try again")
+		web := &appsv1.Deployment{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: f.app, Name: "web"}, web)).To(Succeed())
+		g.Expect(web.Spec.Template.Spec.NodeSelector).To(BeEmpty(), "the refused revision is not applied again")
+	}).WithTimeout(3 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 }
