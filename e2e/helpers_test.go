@@ -301,10 +301,15 @@ func configMapValue(g Gomega, ns, name string) string {
 // pushWebhook announces a push of r as a generic sender signed with token would, and
 // returns the HTTP status of the answer.
 func pushWebhook(g Gomega, r *repo, token string) int {
+	return pushWebhookTo(g, suite.webhookURL, r, token)
+}
+
+// pushWebhookTo sends the push webhook to the receiver at base ("http://host:port").
+func pushWebhookTo(g Gomega, base string, r *repo, token string) int {
 	body := []byte(fmt.Sprintf(`{"repository": {"url": %q}}`, r.httpURL()))
 	mac := hmac.New(sha256.New, []byte(token))
 	mac.Write(body)
-	req, err := http.NewRequest(http.MethodPost, suite.webhookURL+sources.WebhookPath, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, base+sources.WebhookPath, bytes.NewReader(body))
 	g.Expect(err).NotTo(HaveOccurred())
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))

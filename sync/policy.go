@@ -26,6 +26,22 @@ func requestOf(st *convergev1.SyncTarget) request {
 	return request{value: v, isNew: v != "" && v != st.Status.LastHandledReconcileAt}
 }
 
+// pushPoll says whether a push announced through the converge.dev/pushedAt annotation
+// (value) is still to be served — the last one served was handled — and the time a poll must
+// have started after to see it: the push's own time, but never later than when the reconciler
+// first saw the value (seen), so that a clock ahead of ours or a malformed value costs one
+// poll now and not a wait.
+func pushPoll(value, handled string, seen time.Time) (time.Time, bool) {
+	if value == "" || value == handled {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil || at.After(seen) {
+		return seen, true
+	}
+	return at, true
+}
+
 // refused reports whether revision is not to be tried again: its last attempt failed or
 // was rolled back, for the same spec, and no user asked for a new attempt. It is tried
 // again when the source moves, the spec changes or a user asks.

@@ -264,3 +264,30 @@ func TestCrossNamespaceDependencyIsRefused(t *testing.T) {
 	g.Expect(o.reason).To(Equal(convergev1.InvalidSpecReason))
 	g.Expect(o.message).To(ContainSubstring("team-b/platform is in another namespace"))
 }
+
+func TestPushPoll(t *testing.T) {
+	seen := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	pushed := seen.Add(-300 * time.Millisecond)
+	value := pushed.Format(time.RFC3339Nano)
+	for _, tc := range []struct {
+		name, value, handled string
+		want                 time.Time
+		wantPoll             bool
+	}{
+		{name: "no push announced"},
+		{name: "push handled already", value: value, handled: value},
+		{name: "new push: a poll after it", value: value, want: pushed, wantPoll: true},
+		{name: "newer push than the handled one", value: value, handled: seen.Add(-time.Hour).Format(time.RFC3339Nano),
+			want: pushed, wantPoll: true},
+		{name: "announced by a clock ahead of ours: a poll now", value: seen.Add(time.Hour).Format(time.RFC3339Nano),
+			want: seen, wantPoll: true},
+		{name: "malformed value: a poll now", value: "soon", want: seen, wantPoll: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			since, poll := pushPoll(tc.value, tc.handled, seen)
+			g.Expect(poll).To(Equal(tc.wantPoll))
+			g.Expect(since).To(BeTemporally("==", tc.want))
+		})
+	}
+}

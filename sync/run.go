@@ -128,22 +128,26 @@ func (ru *run) sync(ctx context.Context) outcome {
 	return ru.attempt(ctx, revision)
 }
 
-// resolve asks the source which revision it points at. A reconcile a user asked for
-// deploys what the source holds now, not what it held at the last poll.
+// resolve asks the source which revision it points at. A reconcile a user asked for, or a
+// push a webhook announced, deploys what the source holds now, not what it held at the last
+// poll.
 func (ru *run) resolve(ctx context.Context) (string, *outcome) {
 	var revision string
 	var err error
-	if fresh, ok := ru.r.Fetcher.(freshResolver); ok && ru.req.isNew {
-		if ru.state.request.value != ru.req.value {
-			ru.state.request = requestSeen{value: ru.req.value, at: ru.r.Clock.Now()}
-		}
+	fresh, ok := ru.r.Fetcher.(freshResolver)
+	since, wanted := time.Time{}, false
+	if ok {
+		since, wanted = ru.freshSince()
+	}
+	if wanted {
 		var ready bool
-		revision, ready, err = fresh.ResolveFresh(ctx, ru.st, ru.state.request.at)
+		revision, ready, err = fresh.ResolveFresh(ctx, ru.st, since)
 		if err == nil && !ready {
 			return "", &outcome{kind: progressing, reason: convergev1.ProgressingReason,
 				message: "fetching the source", after: 250 * time.Millisecond}
 		}
 		ru.state.request = requestSeen{}
+		ru.state.pushHandled, ru.state.push = ru.state.push.value, requestSeen{}
 	} else {
 		revision, err = ru.r.Fetcher.Resolve(ctx, ru.st)
 	}
@@ -155,6 +159,28 @@ func (ru *run) resolve(ctx context.Context) (string, *outcome) {
 		return "", &o
 	}
 	return revision, nil
+}
+
+// freshSince says whether the source must be polled now, and the time the poll must have
+// started after: when a new reconcile request was first seen, and when an announced push
+// was accepted (pushPoll). An announced push asks for nothing else.
+func (ru *run) freshSince() (time.Time, bool) {
+	now := ru.r.Clock.Now()
+	var since time.Time
+	if ru.req.isNew {
+		if ru.state.request.value != ru.req.value {
+			ru.state.request = requestSeen{value: ru.req.value, at: now}
+		}
+		since = ru.state.request.at
+	}
+	pushed := ru.st.Annotations[convergev1.PushedAtAnnotation]
+	if ru.state.push.value != pushed {
+		ru.state.push = requestSeen{value: pushed, at: now}
+	}
+	if at, ok := pushPoll(pushed, ru.state.pushHandled, ru.state.push.at); ok && at.After(since) {
+		since = at
+	}
+	return since, !since.IsZero()
 }
 
 // heal restores the objects the drift watcher saw changed or deleted by someone else;

@@ -2,13 +2,17 @@ package sync
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"k8s.io/client-go/metadata"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/health"
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sync/apply"
@@ -94,8 +98,60 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 	}, nil
 }
 
-// NewWebhooks returns the webhook targets and triggers of a reconciler made by NewReconciler.
-func NewWebhooks(mgr ctrl.Manager, r *Reconciler) *Webhooks {
+// NewWebhooks returns the webhook targets and triggers of a reconciler made by NewReconciler;
+// they announce accepted pushes through the manager's client. narrowed says that the manager's
+// cache holds only some SyncTargets (a shard's label selector): the receiver, which must find
+// every SyncTarget following a repository, then lists them from a cache of its own (see
+// NewWebhookTargetCache).
+func NewWebhooks(ctx context.Context, mgr ctrl.Manager, r *Reconciler, narrowed bool) (*Webhooks, error) {
 	f, _ := r.Fetcher.(*GitFetcher)
-	return &Webhooks{Reader: mgr.GetClient(), Fetcher: f}
+	w := &Webhooks{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Fetcher: f,
+		Log: ctrl.Log.WithName("webhook")}
+	if narrowed {
+		c, err := NewWebhookTargetCache(ctx, mgr)
+		if err != nil {
+			return nil, err
+		}
+		w.Targets = c
+	}
+	return w, nil
+}
+
+// NewWebhookTargetCache returns a cache of every SyncTarget, whatever the manager's cache
+// selects, indexed by repository and stripped to what the webhook receiver reads (name,
+// identity, source and suspend), and runs it with the manager on every replica.
+func NewWebhookTargetCache(ctx context.Context, mgr ctrl.Manager) (cache.Cache, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{&convergev1.SyncTarget{}: {Transform: webhookView}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the webhook targets cache: %w", err)
+	}
+	if err := c.IndexField(ctx, &convergev1.SyncTarget{}, repoURLIndex, normalizedURL); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(webhookCache{c}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// webhookCache runs with the manager's caches, on every replica (not only the leader).
+type webhookCache struct{ cache.Cache }
+
+// GetCache has the manager start the cache with its own and wait for it to sync.
+func (c webhookCache) GetCache() cache.Cache { return c.Cache }
+
+// webhookView keeps of a SyncTarget what the webhook receiver reads.
+func webhookView(o any) (any, error) {
+	st, ok := o.(*convergev1.SyncTarget)
+	if !ok {
+		return o, nil
+	}
+	out := &convergev1.SyncTarget{TypeMeta: st.TypeMeta}
+	out.Namespace, out.Name, out.UID = st.Namespace, st.Name, st.UID
+	out.Generation, out.ResourceVersion = st.Generation, st.ResourceVersion
+	out.Spec.Source, out.Spec.Suspend = st.Spec.Source, st.Spec.Suspend
+	return out, nil
 }

@@ -28,6 +28,10 @@ type targetState struct {
 	request requestSeen
 	// fetched is the revision the source last pointed at and when it was first seen.
 	fetched revisionSeen
+	// push is the announced push (the converge.dev/pushedAt value) being served and when
+	// it was first seen; pushHandled is the last one served.
+	push        requestSeen
+	pushHandled string
 }
 
 // requestSeen is a reconcile request (the converge.dev/requestedAt value) and when the

@@ -102,7 +102,10 @@ func startReconciler(ctx context.Context, base *rest.Config) error {
 		return err
 	}
 	checkouts = r.Fetcher.(*convergesync.GitFetcher).Cache
-	hooks = convergesync.NewWebhooks(mgr, r)
+	hooks, err = convergesync.NewWebhooks(ctx, mgr, r, false)
+	if err != nil {
+		return err
+	}
 	// A short token cache: tests that create a webhook Secret after a refusal need not wait
 	// the daemon's 30 s (the cache itself is tested with a fake clock).
 	hooks.TokenTTL = time.Second

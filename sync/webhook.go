@@ -2,10 +2,12 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	gosync "sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,9 +28,26 @@ const repoURLIndex = ".spec.source.normalizedURL"
 // tokens are read once per Secret and TokenTTL whatever the number of requests (a read that
 // failed too), and a target's source key, which may need its credentials Secret, is looked up
 // only once the target's token signed the request, then also kept for TokenTTL.
+//
+// Only the replica that reconciles a SyncTarget (the leader; with shards, the shard whose
+// label selector matches it) polls its source, and a webhook may reach any replica: each
+// SyncTarget whose token signed the request is therefore also announced through the API
+// server, by a patch of its converge.dev/pushedAt annotation (at most one every AnnounceEvery
+// per SyncTarget), and the replica reconciling it polls at once.
 type Webhooks struct {
-	// Reader lists SyncTargets (from the manager's cache) and reads their Secrets.
-	Reader  client.Reader
+	// Reader reads the Secrets, and lists the SyncTargets unless Targets is set.
+	Reader client.Reader
+	// Targets lists the SyncTargets by repository (repoURLIndex), all of them: not through a
+	// cache narrowed to one shard's SyncTargets.
+	Targets client.Reader
+	// Writer patches the converge.dev/pushedAt annotation; nil: pushes are not announced,
+	// only this replica's poller is triggered.
+	Writer client.Writer
+	// AnnounceEvery is the least time between two announcements to one SyncTarget
+	// (default DefaultAnnounceEvery); pushes in between are announced at its end.
+	AnnounceEvery time.Duration
+	// Log receives the announcements that failed (default: discard).
+	Log     logr.Logger
 	Fetcher *GitFetcher
 	// TokenTTL is how long a webhook token, or a source key, is used before it is read again
 	// (default DefaultWebhookTokenTTL): a rotated token is accepted, and the old one refused,
@@ -40,6 +59,7 @@ type Webhooks struct {
 	init   gosync.Once
 	tokens *ttlCache[[]byte]      // by Secret namespace/name
 	keys   *ttlCache[sources.Key] // by SyncTarget namespace/name, UID and generation
+	pushes *announcer             // nil without Writer
 }
 
 func (w *Webhooks) caches() {
@@ -53,6 +73,13 @@ func (w *Webhooks) caches() {
 		}
 		w.tokens = newTTLCache[[]byte](ttl, clk)
 		w.keys = newTTLCache[sources.Key](ttl, clk)
+		if w.Writer != nil {
+			log := w.Log
+			if log.GetSink() == nil {
+				log = logr.Discard()
+			}
+			w.pushes = newAnnouncer(w.Writer, clk, w.AnnounceEvery, log)
+		}
 	})
 }
 
@@ -62,7 +89,11 @@ func (w *Webhooks) TargetsForRepo(ctx context.Context, repo string) ([]sources.W
 	list := &convergev1.SyncTargetList{}
 	// The SyncTargets are only read: no deep copy of each, which would make a followed
 	// repository slower to refuse than an unknown one.
-	if err := w.Reader.List(ctx, list, client.MatchingFields{repoURLIndex: repo}, client.UnsafeDisableDeepCopy); err != nil {
+	lister := w.Targets
+	if lister == nil {
+		lister = w.Reader
+	}
+	if err := lister.List(ctx, list, client.MatchingFields{repoURLIndex: repo}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var out []sources.WebhookTarget
@@ -100,10 +131,15 @@ func (w *Webhooks) readToken(ctx context.Context, key client.ObjectKey) ([]byte,
 	return secret.Data["token"], nil
 }
 
-// sourceKey looks the key of the SyncTarget's source up, reading its credentials; it is
+// sourceKey is called for a SyncTarget whose token signed the request: it announces the
+// push, then looks the key of the SyncTarget's source up, reading its credentials; the key is
 // looked up again when the SyncTarget's spec changes, or after TokenTTL for its credentials.
 func (w *Webhooks) sourceKey(st *convergev1.SyncTarget) func(context.Context) (sources.Key, error) {
+	target := client.ObjectKeyFromObject(st)
 	return func(ctx context.Context) (sources.Key, error) {
+		if w.pushes != nil {
+			w.pushes.announce(ctx, target)
+		}
 		id := fmt.Sprintf("%s/%s/%s/%d", st.Namespace, st.Name, st.UID, st.Generation)
 		return w.keys.get(ctx, id, func(ctx context.Context) (sources.Key, error) {
 			src, err := w.Fetcher.Source(ctx, st)
@@ -115,9 +151,15 @@ func (w *Webhooks) sourceKey(st *convergev1.SyncTarget) func(context.Context) (s
 	}
 }
 
-// Trigger implements sources.Triggerer.
+// Trigger implements sources.Triggerer. A source this replica does not poll (it is not the
+// leader, or not the shard of the SyncTarget) is polled by the replica the push was announced
+// to: that is no failure.
 func (w *Webhooks) Trigger(key sources.Key) error {
-	return w.Fetcher.Scheduler.Trigger(key)
+	err := w.Fetcher.Scheduler.Trigger(key)
+	if w.pushes != nil && errors.Is(err, sources.ErrNotSubscribed) {
+		return nil
+	}
+	return err
 }
 
 // normalizedURL is the index function of repoURLIndex.

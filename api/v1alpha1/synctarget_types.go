@@ -23,6 +23,11 @@ const (
 	// RequestedAtAnnotation on a SyncTarget asks for an immediate reconcile
 	// (and a retry of a revision that was rolled back); `converge reconcile` sets it.
 	RequestedAtAnnotation = "converge.dev/requestedAt"
+	// PushedAtAnnotation on a SyncTarget announces a push webhook accepted for its
+	// repository (an RFC 3339 time): the webhook receiver of any replica or shard sets it,
+	// and the replica reconciling the SyncTarget polls its source at once. Unlike
+	// RequestedAtAnnotation it forces no full apply and no retry of a refused revision.
+	PushedAtAnnotation = "converge.dev/pushedAt"
 	// DisabledValue is the value that turns off PruneAnnotation and ReconcileAnnotation.
 	DisabledValue = "disabled"
 )

@@ -219,7 +219,10 @@ func (o *serveOptions) run(ctx context.Context) error {
 	}
 	syncOpts := convergesync.Options{Concurrency: o.manager.concurrency}
 	if o.source.webhookAddr != "" {
-		hooks := convergesync.NewWebhooks(mgr, r)
+		hooks, err := convergesync.NewWebhooks(ctx, mgr, r, o.manager.watchLabelSelector != "")
+		if err != nil {
+			return err
+		}
 		hooks.TokenTTL = o.source.webhookTokenTTL
 		srv := sources.NewWebhookServer(o.source.webhookAddr, sources.NewWebhookHandler(hooks, hooks, sources.WebhookOptions{
 			Log: ctrl.Log.WithName("webhook"), RateLimit: o.source.webhookRateLimit, RateBurst: o.source.webhookRateBurst,
@@ -235,7 +238,8 @@ func (o *serveOptions) run(ctx context.Context) error {
 }
 
 // webhookServer runs the push webhook receiver with the manager, on every replica:
-// webhooks are accepted by all of them, and only the leader acts on the wake-ups.
+// webhooks are accepted by all of them, and announced to the replica that reconciles
+// each SyncTarget (the leader of its shard) through its converge.dev/pushedAt annotation.
 type webhookServer struct{ srv *http.Server }
 
 func (w webhookServer) Start(ctx context.Context) error {
