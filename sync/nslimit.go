@@ -10,8 +10,10 @@ import (
 )
 
 // DefaultNamespaceRetryAfter is how soon a reconcile turned away by a
-// NamespaceLimiter is tried again.
-const DefaultNamespaceRetryAfter = 2 * time.Second
+// NamespaceLimiter is tried again. Short: a slot frees as soon as one of the namespace's
+// reconciles ends, and a turned-away request costs only a queue operation. (With 2 s, 100
+// SyncTargets of one namespace took twice as long to become Ready in the benchmark.)
+const DefaultNamespaceRetryAfter = 100 * time.Millisecond
 
 // NamespaceLimiter wraps a reconciler so that one namespace — one tenant — cannot
 // occupy every worker, with many SyncTargets or with renders that run to their

@@ -162,6 +162,7 @@ func TestInstallManifests(t *testing.T) {
 			g.Expect(serve.Flags().Lookup("drift-watch").Value.String()).To(Equal("false"))
 			g.Expect(serve.Flags().Lookup("full-sync-interval").Value.String()).To(Equal("5m0s"))
 			g.Expect(serve.Flags().Lookup("allow-cross-namespace-dependencies").Value.String()).To(Equal("false"))
+			g.Expect(serve.Flags().Lookup("max-concurrent-per-namespace").Value.String()).To(Equal("10"))
 		} else {
 			g.Expect(serve.Flags().Lookup("default-service-account").Value.String()).To(BeEmpty())
 			g.Expect(serve.Flags().Lookup("drift-watch").Value.String()).To(Equal("true"))

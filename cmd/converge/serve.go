@@ -58,18 +58,18 @@ func (o *managerOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	fs.IntVar(&o.concurrency, "concurrency", 20, "SyncTargets reconciled at once")
 	fs.IntVar(&o.perNamespace, "max-concurrent-per-namespace", 0,
-		"SyncTargets of one namespace reconciled at once, so that one tenant cannot occupy every worker (default: half of --concurrency, at least 1)")
+		"SyncTargets of one namespace reconciled at once, so that one tenant cannot occupy every worker; 0: no cap (the multi-tenant install sets half of --concurrency)")
 	fs.Float32Var(&o.qps, "kube-api-qps", 500, "client-side limit of API requests per second (the API server's priority and fairness still applies)")
 	fs.IntVar(&o.burst, "kube-api-burst", 1000, "burst above --kube-api-qps")
 	fs.StringVar(&o.watchLabelSelector, "watch-label-selector", "", "only reconcile SyncTargets matching this label selector (sharding)")
 }
 
-// maxPerNamespace is --max-concurrent-per-namespace, or half of --concurrency.
+// maxPerNamespace is --max-concurrent-per-namespace; 0 leaves namespaces uncapped. The
+// default install has no tenants to protect from each other (whoever creates a SyncTarget
+// there acts as cluster-admin), and a cap would halve how fast the SyncTargets of one
+// namespace converge; the multi-tenant install sets it.
 func (o *managerOptions) maxPerNamespace() int {
-	if o.perNamespace > 0 {
-		return o.perNamespace
-	}
-	return max(o.concurrency/2, 1)
+	return max(o.perNamespace, 0)
 }
 
 // sourceOptions configure fetching and the checkout cache.

@@ -7,18 +7,17 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-// TestServeRenderFlags: --max-concurrent-per-namespace defaults to half of
-// --concurrency (at least 1), and unusable values of it and of --render-timeout
+// TestServeRenderFlags: --max-concurrent-per-namespace defaults to no cap (the
+// multi-tenant install sets one), and unusable values of it and of --render-timeout
 // are refused before anything starts.
 func TestServeRenderFlags(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
 		want int
 	}{
-		{nil, 10},
-		{[]string{"--concurrency", "1"}, 1},
-		{[]string{"--concurrency", "7"}, 3},
-		{[]string{"--concurrency", "20", "--max-concurrent-per-namespace", "15"}, 15},
+		{nil, 0},
+		{[]string{"--concurrency", "7"}, 0},
+		{[]string{"--concurrency", "20", "--max-concurrent-per-namespace", "10"}, 10},
 	} {
 		g := NewWithT(t)
 		cmd := newServeCommand()
