@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"golang.org/x/crypto/ssh/knownhosts"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -150,4 +152,33 @@ func TestBootstrap(t *testing.T) {
 		g.Expect(strings.TrimSpace(string(secret.Data["known_hosts"]))).To(Equal(strings.TrimSpace(string(sshSrv.KnownHosts()))))
 		g.Expect(secret.Data).NotTo(HaveKey("username"), "the Secret holds only what this bootstrap was given")
 	})
+}
+
+// TestBootstrapThenServe: after `converge bootstrap git`, the real `converge serve` (run
+// out of the cluster: the installed Deployment's pods are only simulated here) follows the
+// bootstrapped path with the Secret bootstrap applied, and the SyncTarget becomes Ready on
+// the bootstrapped revision: the daemon applies its own install and SyncTarget from Git.
+func TestBootstrapThenServe(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	cluster := clustertest.Start(t, localcluster.Options{Workloads: true, Nodes: 1})
+	c, err := client.New(cluster.Config, client.Options{Scheme: cliScheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	root := t.TempDir()
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{Username: "bot", Password: "s3cret-pass"})
+	repo := gittest.NewRepo(t, root, "fleet")
+	out, err := runBootstrap(cluster.Kubeconfig, "--url", srv.RepoURL(repo), "--path", "clusters/dev",
+		"--username", "bot", "--password", "s3cret-pass")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	head := repo.Head(t, "main")
+
+	d := serve(t, cluster.Kubeconfig)
+	target := &convergev1.SyncTarget{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "converge-system", Name: "converge"}, target)).To(Succeed())
+		g.Expect(target.Status.LastAppliedRevision).To(Equal("main@sha1:"+head), "%+v", target.Status)
+		g.Expect(apimeta.IsStatusConditionTrue(target.Status.Conditions, convergev1.ReadyCondition)).To(BeTrue(),
+			"%+v", target.Status.Conditions)
+	}).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), d.describe)
+	g.Expect(daemonOutput(d)).NotTo(ContainSubstring("s3cret-pass"))
 }
