@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path"
 	"strings"
@@ -184,7 +185,9 @@ func (o *bootstrapOptions) prepare() error {
 	if len(data) > 0 || isSSH {
 		a, err := sources.AuthFromSecret(data, o.url)
 		if err != nil {
-			return err
+			// The keys it names are those of the Secret: --username, --password, --bearer-token,
+			// --ca-file, --ssh-key-file (identity) and --known-hosts-file (known_hosts).
+			return fmt.Errorf("checking the credentials flags: %w", err)
 		}
 		o.caBundle = a.CACert
 		switch {
@@ -244,7 +247,19 @@ func sshAuth(a *sources.Auth, knownHostsFile string) (transport.AuthMethod, erro
 		return nil, fmt.Errorf("reading --known-hosts-file: %w", err)
 	}
 	auth := &gitssh.PublicKeys{User: "git", Signer: signer}
-	auth.HostKeyCallback = cb
+	auth.HostKeyCallback = func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+		err := cb(hostname, remote, key)
+		var ke *knownhosts.KeyError
+		if errors.As(err, &ke) {
+			fp := key.Type() + " " + ssh.FingerprintSHA256(key)
+			if len(ke.Want) == 0 {
+				return fmt.Errorf("%s is not in --known-hosts-file; refusing to connect (it presented %s)", hostname, fp)
+			}
+			return fmt.Errorf("--known-hosts-file has another key for %s than the %s it presented; refusing to connect "+
+				"(the server's key changed, or the connection is intercepted)", hostname, fp)
+		}
+		return err
+	}
 	return auth, nil
 }
 
