@@ -120,6 +120,24 @@ func TestBootstrap(t *testing.T) {
 		g.Expect(out).NotTo(ContainSubstring("created"), "nothing applied")
 	})
 
+	t.Run("https with a bearer token and --ca-file", func(t *testing.T) {
+		g := NewWithT(t)
+		tlsRoot := t.TempDir()
+		tlsSrv := gittest.NewHTTPServer(t, tlsRoot, gittest.HTTPOptions{BearerToken: "t0ken", TLS: true})
+		repo := gittest.NewRepo(t, tlsRoot, "tls")
+		first := repo.Commit(t, "main", map[string]string{"README.md": "fleet\n"})
+		args := []string{"--url", tlsSrv.RepoURL(repo), "--path", "clusters/tls", "--bearer-token", "t0ken"}
+		out, err := runBootstrap(cluster.Kubeconfig, args...)
+		g.Expect(err).To(MatchError(ContainSubstring("certificate")), "the system's CAs do not know the server: %s", out)
+		g.Expect(repo.Head(t, "main")).To(Equal(first))
+
+		out, err = runBootstrap(cluster.Kubeconfig, append(args, "--ca-file", writeTemp(t, "ca.crt", tlsSrv.CACert()))...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(repo.Head(t, "main")).NotTo(Equal(first))
+		g.Expect(gittest.Git(t, repo.Dir, "show", "main:clusters/tls/converge-system/synctarget.yaml")).To(
+			ContainSubstring("path: clusters/tls"))
+	})
+
 	t.Run("ssh with known_hosts, and a wrong host key refused", func(t *testing.T) {
 		g := NewWithT(t)
 		key, pub := gittest.NewSSHKey(t, "")
