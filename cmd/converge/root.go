@@ -40,7 +40,7 @@ func newRootCommand() *cobra.Command {
 		newDiffCommand(), newBuildCommand(),
 		newGetCommand(), newHistoryCommand(), newReconcileCommand(),
 		newRollbackCommand(), newResumeCommand(), newSuspendCommand(),
-		newInstallCommand(), newCreateCommand())
+		newInstallCommand(), newCreateCommand(), newBootstrapCommand())
 	return root
 }
 

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"golang.org/x/crypto/ssh/knownhosts"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/gittest"
+	"github.com/converge-gitops/converge/internal/localcluster"
+	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
+)
+
+// runBootstrap runs `converge bootstrap git` in-process and returns its output and error.
+func runBootstrap(kubeconfig string, args ...string) (string, error) {
+	cmd := newRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(append([]string{"bootstrap", "git", "--kubeconfig", kubeconfig}, args...))
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// writeTemp writes content to a file of the test's temporary directory.
+func writeTemp(t *testing.T, name string, content []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBootstrap: `converge bootstrap git` commits the install and a SyncTarget to the
+// repository (HTTPS basic auth, SSH with known_hosts), applies them with the credentials
+// Secret to the cluster, changes nothing when run again, and refuses to overwrite a file it
+// did not write or to talk to an SSH server whose host key known_hosts does not hold.
+func TestBootstrap(t *testing.T) {
+	ctx := context.Background()
+	cluster := clustertest.Start(t, localcluster.Options{}) // no CRD: bootstrap brings it
+	c, err := client.New(cluster.Config, client.Options{Scheme: cliScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{Username: "bot", Password: "s3cret-pass"})
+	const installFile = "clusters/dev/converge-system/install.yaml"
+	const stFile = "clusters/dev/converge-system/synctarget.yaml"
+
+	t.Run("https into an empty repository, then again", func(t *testing.T) {
+		g := NewWithT(t)
+		repo := gittest.NewRepo(t, root, "fleet")
+		url := srv.RepoURL(repo)
+		args := []string{"--url", url, "--branch", "main", "--path", "clusters/dev",
+			"--username", "bot", "--password", "s3cret-pass", "--interval", "30s"}
+		out, err := runBootstrap(cluster.Kubeconfig, args...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).NotTo(ContainSubstring("s3cret-pass"))
+
+		head := repo.Head(t, "main")
+		install := gittest.Git(t, repo.Dir, "show", "main:"+installFile)
+		st := gittest.Git(t, repo.Dir, "show", "main:"+stFile)
+		for _, f := range []string{install, st} {
+			g.Expect(f).To(HavePrefix("# Written by converge bootstrap; edits are overwritten by the next bootstrap.\n"))
+		}
+		g.Expect(install).To(ContainSubstring(strings.TrimSpace(string(runCommand(t, "install", "--export")))))
+		g.Expect(st).To(ContainSubstring("kind: SyncTarget"))
+		g.Expect(gittest.Git(t, repo.Dir, "log", "-p", "main")).NotTo(ContainSubstring("s3cret-pass"),
+			"credentials never go into the repository")
+
+		// The cluster: the install, the Secret and the SyncTarget following the repository.
+		crd := &unstructured.Unstructured{}
+		crd.SetAPIVersion("apiextensions.k8s.io/v1")
+		crd.SetKind("CustomResourceDefinition")
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: "synctargets.converge.dev"}, crd)).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: "converge-system"}, &corev1.Namespace{})).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "converge-system", Name: "converge"}, &appsv1.Deployment{})).To(Succeed())
+		secret := &corev1.Secret{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "converge-system", Name: "converge-git-credentials"}, secret)).To(Succeed())
+		g.Expect(secret.Data).To(Equal(map[string][]byte{"username": []byte("bot"), "password": []byte("s3cret-pass")}))
+		target := &convergev1.SyncTarget{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "converge-system", Name: "converge"}, target)).To(Succeed())
+		g.Expect(target.Spec.Source.URL).To(Equal(url))
+		g.Expect(target.Spec.Source.Ref.Branch).To(Equal("main"))
+		g.Expect(target.Spec.Path).To(Equal("clusters/dev"))
+		g.Expect(target.Spec.Prune).To(BeTrue())
+		g.Expect(target.Spec.Source.SecretRef).To(Equal(&convergev1.LocalObjectReference{Name: "converge-git-credentials"}))
+		g.Expect(target.Spec.Source.Interval.Duration.String()).To(Equal("30s"))
+
+		// Again: no commit, nothing changed in the cluster.
+		out, err = runBootstrap(cluster.Kubeconfig, args...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(repo.Head(t, "main")).To(Equal(head))
+		g.Expect(out).To(ContainSubstring("up to date"))
+		g.Expect(out).NotTo(MatchRegexp(`(?m)^\S+ (created|configured|deleted)$`), "bootstrapping again changes nothing")
+	})
+
+	t.Run("a file it did not write is not overwritten", func(t *testing.T) {
+		g := NewWithT(t)
+		repo := gittest.NewRepo(t, root, "foreign")
+		head := repo.Commit(t, "main", map[string]string{installFile: "apiVersion: v1\nkind: ConfigMap\n"})
+		out, err := runBootstrap(cluster.Kubeconfig, "--url", srv.RepoURL(repo), "--path", "clusters/dev",
+			"--username", "bot", "--password", "s3cret-pass")
+		g.Expect(err).To(MatchError(ContainSubstring(installFile + " on branch main was not written by converge bootstrap")))
+		g.Expect(err.Error()).NotTo(ContainSubstring("s3cret-pass"))
+		g.Expect(repo.Head(t, "main")).To(Equal(head), "nothing pushed")
+		g.Expect(out).NotTo(ContainSubstring("created"), "nothing applied")
+	})
+
+	t.Run("https with a bearer token and --ca-file", func(t *testing.T) {
+		g := NewWithT(t)
+		tlsRoot := t.TempDir()
+		tlsSrv := gittest.NewHTTPServer(t, tlsRoot, gittest.HTTPOptions{BearerToken: "t0ken", TLS: true})
+		repo := gittest.NewRepo(t, tlsRoot, "tls")
+		first := repo.Commit(t, "main", map[string]string{"README.md": "fleet\n"})
+		args := []string{"--url", tlsSrv.RepoURL(repo), "--path", "clusters/tls", "--bearer-token", "t0ken"}
+		out, err := runBootstrap(cluster.Kubeconfig, args...)
+		g.Expect(err).To(MatchError(ContainSubstring("certificate")), "the system's CAs do not know the server: %s", out)
+		g.Expect(repo.Head(t, "main")).To(Equal(first))
+
+		out, err = runBootstrap(cluster.Kubeconfig, append(args, "--ca-file", writeTemp(t, "ca.crt", tlsSrv.CACert()))...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(repo.Head(t, "main")).NotTo(Equal(first))
+		g.Expect(gittest.Git(t, repo.Dir, "show", "main:clusters/tls/converge-system/synctarget.yaml")).To(
+			ContainSubstring("path: clusters/tls"))
+	})
+
+	t.Run("ssh with known_hosts, and a wrong host key refused", func(t *testing.T) {
+		g := NewWithT(t)
+		key, pub := gittest.NewSSHKey(t, "")
+		sshSrv := gittest.NewSSHServer(t, root, pub)
+		repo := gittest.NewRepo(t, root, "over-ssh")
+		first := repo.Commit(t, "main", map[string]string{"README.md": "fleet\n"})
+		keyFile := writeTemp(t, "id", key)
+		_, otherKey := gittest.NewSSHKey(t, "")
+		wrong := writeTemp(t, "known_hosts", []byte(knownhosts.Line([]string{sshSrv.Addr}, otherKey)+"\n"))
+		args := []string{"--url", sshSrv.RepoURL(repo), "--path", "clusters/ssh", "--ssh-key-file", keyFile}
+
+		out, err := runBootstrap(cluster.Kubeconfig, append(args, "--known-hosts-file", wrong)...)
+		g.Expect(err).To(MatchError(ContainSubstring("--known-hosts-file has another key for "+sshSrv.Addr)), out)
+		t.Logf("wrong known_hosts: %v", err)
+		g.Expect(repo.Head(t, "main")).To(Equal(first), "nothing pushed")
+		g.Expect(sshSrv.Stats().ReceivePack).To(BeZero())
+
+		out, err = runBootstrap(cluster.Kubeconfig, args...)
+		g.Expect(err).To(MatchError(ContainSubstring("known_hosts")), "known_hosts is required for ssh: %s", out)
+		t.Logf("no known_hosts: %v", err)
+
+		good := writeTemp(t, "known_hosts", sshSrv.KnownHosts())
+		out, err = runBootstrap(cluster.Kubeconfig, append(args, "--known-hosts-file", good)...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(repo.Head(t, "main")).NotTo(Equal(first))
+		g.Expect(gittest.Git(t, repo.Dir, "show", "main:README.md")).To(Equal("fleet"), "the branch's files are kept")
+		g.Expect(gittest.Git(t, repo.Dir, "show", "main:clusters/ssh/converge-system/synctarget.yaml")).To(
+			ContainSubstring("url: " + sshSrv.RepoURL(repo)))
+		secret := &corev1.Secret{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "converge-system", Name: "converge-git-credentials"}, secret)).To(Succeed())
+		g.Expect(secret.Data).To(HaveKeyWithValue("identity", key))
+		g.Expect(strings.TrimSpace(string(secret.Data["known_hosts"]))).To(Equal(strings.TrimSpace(string(sshSrv.KnownHosts()))))
+		g.Expect(secret.Data).NotTo(HaveKey("username"), "the Secret holds only what this bootstrap was given")
+	})
+}
+
+// TestBootstrapThenServe: after `converge bootstrap git`, the real `converge serve` (run
+// out of the cluster: the installed Deployment's pods are only simulated here) follows the
+// bootstrapped path with the Secret bootstrap applied, and the SyncTarget becomes Ready on
+// the bootstrapped revision: the daemon applies its own install and SyncTarget from Git.
+func TestBootstrapThenServe(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	cluster := clustertest.Start(t, localcluster.Options{Workloads: true, Nodes: 1})
+	c, err := client.New(cluster.Config, client.Options{Scheme: cliScheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	root := t.TempDir()
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{Username: "bot", Password: "s3cret-pass"})
+	repo := gittest.NewRepo(t, root, "fleet")
+	out, err := runBootstrap(cluster.Kubeconfig, "--url", srv.RepoURL(repo), "--path", "clusters/dev",
+		"--username", "bot", "--password", "s3cret-pass")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	head := repo.Head(t, "main")
+
+	d := serve(t, cluster.Kubeconfig)
+	target := &convergev1.SyncTarget{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "converge-system", Name: "converge"}, target)).To(Succeed())
+		g.Expect(target.Status.LastAppliedRevision).To(Equal("main@sha1:"+head), "%+v", target.Status)
+		g.Expect(apimeta.IsStatusConditionTrue(target.Status.Conditions, convergev1.ReadyCondition)).To(BeTrue(),
+			"%+v", target.Status.Conditions)
+	}).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), d.describe)
+	g.Expect(daemonOutput(d)).NotTo(ContainSubstring("s3cret-pass"))
+}
