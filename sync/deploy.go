@@ -238,21 +238,37 @@ func (ru *run) waitHealthy(ctx context.Context, d *deployment, w healthWait, sin
 	if !ru.st.WaitEnabled() || ru.r.Health == nil {
 		return nil
 	}
+	// A SyncTarget that manages itself (converge bootstrap) is not Ready while it waits:
+	// it would wait for itself until the timeout.
+	objects, observed := withoutSelf(ru.key, d.objects), withoutSelf(ru.key, d.applied.Observed)
 	// Say what the possibly long wait is about (`converge reconcile` shows it).
-	if err := ru.progress(ctx, fmt.Sprintf("waiting for %d objects of %s to become ready", len(d.objects), w.revision)); err != nil {
+	if err := ru.progress(ctx, fmt.Sprintf("waiting for %d objects of %s to become ready", len(objects), w.revision)); err != nil {
 		return fail(phaseStatus, err)
 	}
 	waitCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go ru.watchForNewerRevision(waitCtx, ru.st.DeepCopy(), w, stop) // a copy: the status is written meanwhile
 	left := max(timeout-ru.r.Clock.Since(since), time.Second)
-	if err := ru.r.Health.Wait(waitCtx, ru.r.Client, ru.st, d.objects, d.applied.Observed, since, left); err != nil {
+	if err := ru.r.Health.Wait(waitCtx, ru.r.Client, ru.st, objects, observed, since, left); err != nil {
 		if cause := context.Cause(waitCtx); errors.Is(cause, errSuperseded) {
 			return &failure{reason: supersededReason, then: failRevision, err: cause}
 		}
 		return fail(phaseHealth, err)
 	}
 	return nil
+}
+
+// withoutSelf returns objects without the SyncTarget key itself.
+func withoutSelf(key client.ObjectKey, objects []*unstructured.Unstructured) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, 0, len(objects))
+	for _, o := range objects {
+		if o != nil && o.GroupVersionKind().GroupKind() == convergev1.GroupVersion.WithKind(convergev1.SyncTargetKind).GroupKind() &&
+			client.ObjectKeyFromObject(o) == key {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // watchForNewerRevision polls the source while a health wait runs and cancels the wait

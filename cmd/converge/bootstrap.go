@@ -284,9 +284,6 @@ func (o *bootstrapOptions) syncTarget() *unstructured.Unstructured {
 			"source": source,
 			"path":   o.path,
 			"prune":  true,
-			// The revision holds this SyncTarget, which is not Ready while it waits for its own
-			// objects: a health wait would wait for itself until it times out.
-			"wait": false,
 		},
 	}}
 }
