@@ -3,13 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -306,17 +302,7 @@ func pushWebhook(g Gomega, r *repo, token string) int {
 
 // pushWebhookTo sends the push webhook to the receiver at base ("http://host:port").
 func pushWebhookTo(g Gomega, base string, r *repo, token string) int {
-	body := []byte(fmt.Sprintf(`{"repository": {"url": %q}}`, r.httpURL()))
-	mac := hmac.New(sha256.New, []byte(token))
-	mac.Write(body)
-	req, err := http.NewRequest(http.MethodPost, base+sources.WebhookPath, bytes.NewReader(body))
-	g.Expect(err).NotTo(HaveOccurred())
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	g.Expect(err).NotTo(HaveOccurred())
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	return postHook(g, base, r.httpURL(), token).code
 }
 
 // cliResult is what one run of the converge CLI printed and its exit code.

@@ -194,8 +194,8 @@ func (ru *run) heal(ctx context.Context, revision string) outcome {
 	if set == nil {
 		// After a restart: watch what the inventory lists; a drift seen from now on
 		// brings a full apply, as nothing rendered is kept in memory yet.
-		if err := ru.r.Drift.Watch(inventoryObjects(ru.st.Status.Inventory)); err != nil {
-			return outcome{kind: idle, reason: watchFailedReason, message: err.Error(), err: err}
+		if o, failed := ru.watchInventory(); failed {
+			return o
 		}
 		if len(drifted) == 0 {
 			return outcome{kind: idle}
@@ -226,8 +226,8 @@ func (ru *run) hold(ctx context.Context, full bool) outcome {
 	}
 	if !full && len(drifted) == 0 {
 		if ru.state.rendered == nil { // after a restart: watch what the inventory lists
-			if err := ru.r.Drift.Watch(inventoryObjects(ru.st.Status.Inventory)); err != nil {
-				return outcome{kind: idle, reason: watchFailedReason, message: err.Error(), err: err}
+			if o, failed := ru.watchInventory(); failed {
+				return o
 			}
 		}
 		return outcome{kind: idle}
@@ -286,6 +286,15 @@ func (ru *run) remember(revision string, objects []*unstructured.Unstructured) {
 	if err := ru.r.Drift.Watch(objects); err != nil {
 		ru.r.event(ru.st, "Warning", watchFailedReason, revision, err.Error())
 	}
+}
+
+// watchInventory watches the kinds of what the inventory lists (after a restart, when
+// nothing rendered is in memory); the outcome to return when that fails.
+func (ru *run) watchInventory() (outcome, bool) {
+	if err := ru.r.Drift.Watch(inventoryObjects(ru.st.Status.Inventory)); err != nil {
+		return outcome{kind: idle, reason: watchFailedReason, message: err.Error(), err: err}, true
+	}
+	return outcome{}, false
 }
 
 // watchFailedReason is the event of objects whose kind the drift watcher cannot watch.

@@ -72,6 +72,7 @@ func hookedTarget(t *testing.T, f *fixture, rev string) *convergev1.SyncTarget {
 // seconds although the SyncTarget polls once an hour: the receiver announces it through the
 // converge.dev/pushedAt annotation. A webhook with a wrong signature patches nothing.
 func TestPushThroughAnotherReplicaDeploys(t *testing.T) {
+	requireCluster(t)
 	g := NewWithT(t)
 	f := newFixture(t)
 	rev := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "1")})
@@ -101,6 +102,7 @@ func TestPushThroughAnotherReplicaDeploys(t *testing.T) {
 // AnnounceEvery, and the pushes that arrived within it are announced when it ends: a commit
 // pushed right after an announcement still deploys, from the one trailing patch.
 func TestPushAnnouncementsCoalesce(t *testing.T) {
+	requireCluster(t)
 	g := NewWithT(t)
 	f := newFixture(t)
 	rev := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "1")})
@@ -130,6 +132,7 @@ func TestPushAnnouncementsCoalesce(t *testing.T) {
 // TestPushedAtDoesNotRetryARefusedRevision: an announced push only polls the source; unlike
 // a user's request it does not try again a revision that was rolled back.
 func TestPushedAtDoesNotRetryARefusedRevision(t *testing.T) {
+	requireCluster(t)
 	g := NewWithT(t)
 	f := newFixture(t)
 	good := f.commit(map[string]string{"deploy/web.yaml": deployment("web", 1, "")})

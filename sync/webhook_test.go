@@ -208,6 +208,7 @@ func call(h http.Handler, body []byte, sig string) answer {
 // The answer is the one a repository nobody follows gets. A signed call reads the
 // credentials of its targets, once: a replay of it reads nothing either.
 func TestWebhookRefusalsCostNoAPIRequests(t *testing.T) {
+	requireCluster(t)
 	g := NewWithT(t)
 	_, url := followers(t, 20, 2, "s3cret")
 	w, requests := countedWebhooks(t, clocktesting.NewFakePassiveClock(time.Now()))
@@ -243,6 +244,7 @@ func TestWebhookRefusalsCostNoAPIRequests(t *testing.T) {
 // has passed, the token of the updated Secret is read again, once: the new token is accepted
 // and the old one refused.
 func TestWebhookTokenRotation(t *testing.T) {
+	requireCluster(t)
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns, url := followers(t, 2, 0, "old-token")

@@ -110,7 +110,7 @@ func TestHTTPServerHold(t *testing.T) {
 	release := s.Hold(InfoRefs)
 	done := make(chan error, 1)
 	go func() { _, err := clone(t, s.RepoURL(r)); done <- err }()
-	g.Eventually(s.InFlight).Should(BeEquivalentTo(1))
+	g.Eventually(s.InFlight, 30*time.Second).Should(BeEquivalentTo(1)) // git starts as a process of its own
 	g.Consistently(done, 200*time.Millisecond).ShouldNot(Receive())
 	release()
 	g.Eventually(done, 30*time.Second).Should(Receive(BeNil()))
