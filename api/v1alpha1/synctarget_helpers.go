@@ -43,6 +43,26 @@ func (in *SyncTarget) RollbackEnabled() bool {
 	return *in.Spec.Rollback.Enabled
 }
 
+// VerifyMode is what spec.source.verify checks, or "" when no verification is asked for.
+func (in *SyncTarget) VerifyMode() VerifyMode {
+	v := in.Spec.Source.Verify
+	switch {
+	case v == nil:
+		return ""
+	case v.Mode == "":
+		return VerifyHEAD
+	default:
+		return v.Mode
+	}
+}
+
+// SubstitutionStrict reports whether an unset variable without a default fails the
+// render (the default).
+func (in *SyncTarget) SubstitutionStrict() bool {
+	pb := in.Spec.PostBuild
+	return pb == nil || pb.Strict == nil || *pb.Strict
+}
+
 // OwnerLabels are the labels converge sets on every object this SyncTarget applies.
 func (in *SyncTarget) OwnerLabels() map[string]string {
 	return map[string]string{NameLabel: in.Name, NamespaceLabel: in.Namespace}

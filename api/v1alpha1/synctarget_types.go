@@ -28,7 +28,11 @@ const (
 	// and the replica reconciling the SyncTarget polls its source at once. Unlike
 	// RequestedAtAnnotation it forces no full apply and no retry of a refused revision.
 	PushedAtAnnotation = "converge.dev/pushedAt"
-	// DisabledValue is the value that turns off PruneAnnotation and ReconcileAnnotation.
+	// SubstituteAnnotation set to "disabled" leaves an object out of spec.postBuild
+	// variable substitution.
+	SubstituteAnnotation = "converge.dev/substitute"
+	// DisabledValue is the value that turns off PruneAnnotation, ReconcileAnnotation and
+	// SubstituteAnnotation.
 	DisabledValue = "disabled"
 )
 
@@ -42,6 +46,9 @@ const (
 	StalledCondition = "Stalled"
 	// HealthyCondition is True when every applied object passed its health checks.
 	HealthyCondition = "Healthy"
+	// SourceVerifiedCondition is True when the revision last fetched carries a signature
+	// by a trusted key (spec.source.verify); False with reason VerificationFailed when not.
+	SourceVerifiedCondition = "SourceVerified"
 )
 
 // Reasons set on the conditions of a SyncTarget.
@@ -59,6 +66,9 @@ const (
 	SuspendedReason          = "Suspended"
 	InvalidSpecReason        = "InvalidSpec"
 	TooManyDeletionsReason   = "TooManyDeletions"
+	VerificationFailedReason = "VerificationFailed"
+	DecryptionFailedReason   = "DecryptionFailed"
+	SubstitutionFailedReason = "SubstitutionFailed"
 )
 
 // Defaults applied by the getters when a field is unset.
@@ -121,6 +131,7 @@ type LocalObjectReference struct {
 
 // GitSource is where the desired state lives.
 // +kubebuilder:validation:XValidation:rule="!(has(self.interval) && has(self.schedule))",message="interval and schedule are mutually exclusive"
+// +kubebuilder:validation:XValidation:rule="!has(self.verify) || !has(self.verify.mode) || self.verify.mode == 'HEAD' || has(self.ref.tag) || has(self.ref.semver)",message="verify.mode Tag and TagAndHEAD need ref.tag or ref.semver"
 type GitSource struct {
 	// URL of the repository: https://, http://, ssh:// or the scp-like form git@host:path.
 	// +kubebuilder:validation:MaxLength=2048
@@ -151,6 +162,94 @@ type GitSource struct {
 	// WebhookSecretRef names a Secret whose "token" key signs push webhooks for this repository.
 	// +optional
 	WebhookSecretRef *LocalObjectReference `json:"webhookSecretRef,omitempty"`
+
+	// Verify deploys only revisions signed by a trusted key.
+	// +optional
+	Verify *VerifySpec `json:"verify,omitempty"`
+}
+
+// VerifyMode says which object of a revision must carry a trusted signature.
+// +kubebuilder:validation:Enum=HEAD;Tag;TagAndHEAD
+type VerifyMode string
+
+const (
+	// VerifyHEAD checks the signature of the commit the ref resolves to.
+	VerifyHEAD VerifyMode = "HEAD"
+	// VerifyTag checks the signature of the annotated tag the ref resolves to.
+	VerifyTag VerifyMode = "Tag"
+	// VerifyTagAndHEAD checks both the annotated tag and the commit it points at.
+	VerifyTagAndHEAD VerifyMode = "TagAndHEAD"
+)
+
+// VerifySpec names the keys a revision must be signed with. An unsigned or wrongly signed
+// revision is never rendered or applied: the SyncTarget keeps its previous revision and
+// reports SourceVerified=False with reason VerificationFailed.
+type VerifySpec struct {
+	// Mode is HEAD (the commit), Tag (the annotated tag; needs ref.tag or ref.semver) or
+	// TagAndHEAD (both). Default HEAD.
+	// +kubebuilder:default=HEAD
+	// +optional
+	Mode VerifyMode `json:"mode,omitempty"`
+
+	// SecretRef names a Secret in the SyncTarget's namespace whose values are the trusted
+	// keys: ASCII-armored OpenPGP public keys, and SSH public keys or allowed-signers lines
+	// (for commits signed with gpg.format=ssh). Every key of every value is trusted, so a
+	// key is rotated by adding the new one before removing the old.
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
+}
+
+// DecryptionSpec says how to decrypt the encrypted files of a revision before rendering.
+type DecryptionSpec struct {
+	// Provider of the encryption; only sops.
+	// +kubebuilder:validation:Enum=sops
+	// +required
+	Provider string `json:"provider"`
+
+	// SecretRef names a Secret in the SyncTarget's namespace holding the private keys:
+	// values under keys ending in .agekey are age identities, values under keys ending in
+	// .asc are ASCII-armored OpenPGP private keys.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// SubstituteReference names a ConfigMap or Secret whose data are substitution variables.
+type SubstituteReference struct {
+	// Kind of the referent: ConfigMap or Secret.
+	// +kubebuilder:validation:Enum=ConfigMap;Secret
+	// +required
+	Kind string `json:"kind"`
+
+	// Name of the referent, in the SyncTarget's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Optional lets the referent be missing: its variables are then unset.
+	// +optional
+	Optional bool `json:"optional,omitempty"`
+}
+
+// PostBuildSpec replaces ${var} and ${var:=default} in the rendered objects.
+type PostBuildSpec struct {
+	// Substitute holds variables inline; they win over those of SubstituteFrom.
+	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:validation:XValidation:rule=`self.all(k, k.matches(r'^[_a-zA-Z][_a-zA-Z0-9]*$'))`,message="variable names must match ^[_a-zA-Z][_a-zA-Z0-9]*$"
+	// +optional
+	Substitute map[string]string `json:"substitute,omitempty"`
+
+	// SubstituteFrom reads variables from ConfigMaps and Secrets, in order (a later one
+	// wins). A change to one of them triggers a sync.
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	SubstituteFrom []SubstituteReference `json:"substituteFrom,omitempty"`
+
+	// Strict makes a variable that is unset and has no default an error naming every
+	// such variable (default true). When false it is replaced by the empty string.
+	// +kubebuilder:default=true
+	// +optional
+	Strict *bool `json:"strict,omitempty"`
 }
 
 // NamespacedObjectKindReference names an object to wait for.
@@ -345,6 +444,14 @@ type SyncTargetSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	SyncWindows []SyncWindow `json:"syncWindows,omitempty"`
+
+	// Decryption decrypts SOPS-encrypted files in memory, inside the confined render.
+	// +optional
+	Decryption *DecryptionSpec `json:"decryption,omitempty"`
+
+	// PostBuild substitutes variables in the rendered objects.
+	// +optional
+	PostBuild *PostBuildSpec `json:"postBuild,omitempty"`
 
 	// HistoryLimit caps the number of history entries kept (default 10).
 	// +kubebuilder:validation:Minimum=1

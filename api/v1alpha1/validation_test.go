@@ -118,6 +118,24 @@ func TestInvalidSyncTargetsAreRejected(t *testing.T) {
 			"spec.historyLimit", "should be greater than or equal to 1"},
 		{"bad target namespace", func(st *convergev1.SyncTarget) { st.Spec.TargetNamespace = "Shop_Prod" },
 			"spec.targetNamespace", "should match"},
+		{"tag verification of a branch", func(st *convergev1.SyncTarget) {
+			st.Spec.Source.Verify = &convergev1.VerifySpec{Mode: convergev1.VerifyTag, SecretRef: convergev1.LocalObjectReference{Name: "keys"}}
+		}, "spec.source", "verify.mode Tag and TagAndHEAD need ref.tag or ref.semver"},
+		{"unknown verify mode", func(st *convergev1.SyncTarget) {
+			st.Spec.Source.Verify = &convergev1.VerifySpec{Mode: "Branch", SecretRef: convergev1.LocalObjectReference{Name: "keys"}}
+		}, "spec.source.verify.mode", "Unsupported value"},
+		{"verify without keys", func(st *convergev1.SyncTarget) {
+			st.Spec.Source.Verify = &convergev1.VerifySpec{}
+		}, "spec.source.verify.secretRef.name", "should be at least 1 chars long"},
+		{"unknown decryption provider", func(st *convergev1.SyncTarget) {
+			st.Spec.Decryption = &convergev1.DecryptionSpec{Provider: "vault"}
+		}, "spec.decryption.provider", "Unsupported value"},
+		{"bad variable name", func(st *convergev1.SyncTarget) {
+			st.Spec.PostBuild = &convergev1.PostBuildSpec{Substitute: map[string]string{"cluster-name": "prod"}}
+		}, "spec.postBuild.substitute", "variable names must match"},
+		{"substitute from a Deployment", func(st *convergev1.SyncTarget) {
+			st.Spec.PostBuild = &convergev1.PostBuildSpec{SubstituteFrom: []convergev1.SubstituteReference{{Kind: "Deployment", Name: "vars"}}}
+		}, "spec.postBuild.substituteFrom[0].kind", "Unsupported value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,6 +196,16 @@ func TestValidSyncTargetsRoundTripWithDefaults(t *testing.T) {
 			st.Spec.SyncWindows = []convergev1.SyncWindow{{Kind: convergev1.DenyWindow, Schedule: "0 22 * * *", Duration: metav1.Duration{Duration: 8 * 3600e9}, TimeZone: "Europe/Berlin"}}
 			st.Spec.HistoryLimit = ptr.To(int32(20))
 		}},
+		{"signed tags, sops and substitution", func(st *convergev1.SyncTarget) {
+			st.Spec.Source.Ref = convergev1.GitRef{SemVer: ">=1.0.0"}
+			st.Spec.Source.Verify = &convergev1.VerifySpec{Mode: convergev1.VerifyTagAndHEAD, SecretRef: convergev1.LocalObjectReference{Name: "keys"}}
+			st.Spec.Decryption = &convergev1.DecryptionSpec{Provider: "sops", SecretRef: &convergev1.LocalObjectReference{Name: "sops-age"}}
+			st.Spec.PostBuild = &convergev1.PostBuildSpec{
+				Substitute:     map[string]string{"cluster_name": "prod", "_region": "eu"},
+				SubstituteFrom: []convergev1.SubstituteReference{{Kind: "ConfigMap", Name: "vars"}, {Kind: "Secret", Name: "secret-vars", Optional: true}},
+				Strict:         ptr.To(false),
+			}
+		}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -203,6 +231,12 @@ func TestValidSyncTargetsRoundTripWithDefaults(t *testing.T) {
 			}
 			if want.Wait == nil {
 				want.Wait = ptr.To(true)
+			}
+			if want.Source.Verify != nil && want.Source.Verify.Mode == "" {
+				want.Source.Verify.Mode = convergev1.VerifyHEAD
+			}
+			if want.PostBuild != nil && want.PostBuild.Strict == nil {
+				want.PostBuild.Strict = ptr.To(true)
 			}
 			g.Expect(got.Spec).To(Equal(*want))
 			g.Expect(got.GetTimeout()).To(Equal(want.Timeout.Duration))
