@@ -130,9 +130,16 @@ fuzz-smoke: ## Run each fuzz target for FUZZ_TIME (default 20s); crashers land i
 e2e: controlplane ## Run the end-to-end suite: the real binary against a local cluster and git servers.
 	go test -count=1 -timeout 20m -v ./e2e/
 
+# make bench runs Flux beside converge unless BENCH_BASELINES is set (empty: converge alone).
+BENCH_BASELINES ?= flux
+
+.PHONY: flux
+flux: ## Build Flux's source-controller and kustomize-controller into bin/flux (cached): the bench baseline.
+	hack/flux.sh
+
 .PHONY: bench
-bench: controlplane ## Run the benchmarks (BENCH_N, BENCH_REPS, BENCH_WORKLOADS, BENCH_OUT; see bench/main.go).
-	go run ./bench
+bench: controlplane $(if $(findstring flux,$(BENCH_BASELINES)),flux) ## Run the benchmarks with Flux beside converge (BENCH_N, BENCH_REPS, BENCH_WORKLOADS, BENCH_BASELINES, BENCH_PROFILE; see bench/main.go).
+	BENCH_BASELINES=$(BENCH_BASELINES) go run ./bench
 
 .PHONY: bench-smoke
 bench-smoke: controlplane ## Run every benchmark workload once at tiny sizes (make test runs it too).

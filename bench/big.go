@@ -47,6 +47,7 @@ type bigSamples struct {
 	hookApplied, hookHealthy []time.Duration
 	pollApplied, pollHealthy []time.Duration
 	drift                    []time.Duration
+	rss                      []float64
 }
 
 // bigGroup is the state shared by the repetitions.
@@ -56,6 +57,7 @@ type bigGroup struct {
 	yamlPath string
 	objects  []*unstructured.Unstructured
 	s        bigSamples
+	fs       fluxSamples
 }
 
 // runBigGroup runs big (cold sync next to kubectl and the floor) and, on big's SyncTarget
@@ -84,6 +86,9 @@ func (b *Bench) runBigGroup(ctx context.Context) error {
 			k := rep % len(phases)
 			phases = append(phases[k:], phases[:k]...)
 		}
+		if b.cfg.flux() {
+			phases = append(phases, "flux")
+		}
 		for _, p := range phases {
 			var err error
 			switch p {
@@ -93,6 +98,8 @@ func (b *Bench) runBigGroup(ctx context.Context) error {
 				err = b.bigKubectl(ctx, g, rep)
 			case "floor":
 				err = b.bigFloor(ctx, g, rep)
+			case "flux":
+				err = b.bigFlux(ctx, g, rep)
 			}
 			if err != nil {
 				return fmt.Errorf("big rep %d (%s): %w", rep+1, p, err)
@@ -100,6 +107,7 @@ func (b *Bench) runBigGroup(ctx context.Context) error {
 		}
 	}
 	b.recordBig(&g.s)
+	b.recordBigFlux(&g.fs)
 	return nil
 }
 
@@ -127,6 +135,23 @@ func (b *Bench) recordBig(s *bigSamples) {
 	if b.cfg.runs(workloadDrift) {
 		b.res.add(workloadDrift, "edit → restored", Seconds, seconds(s.drift), "", nil, &Target{Text: "≤ 2 s", Max: 2})
 	}
+	b.res.add(bigTarget, "daemon peak RSS (VmHWM), big group", MiB, s.rss, "", nil, nil)
+}
+
+// recordBigFlux puts Flux's figures of the big group beside converge's.
+func (b *Bench) recordBigFlux(s *fluxSamples) {
+	if !b.cfg.flux() {
+		return
+	}
+	objs := b.cfg.BigConfigMaps + b.cfg.BigDeployments
+	b.res.addFlux(workloadBig, fmt.Sprintf("cold sync → Ready (%d objects)", objs), seconds(s.cold))
+	b.res.addFlux(workloadIdle, "no-op reconcile of big: wall time", s.idleWall)
+	b.res.addFlux(workloadIdle, "no-op reconcile of big: requests the daemon sent", s.idleSent)
+	poll := fmt.Sprintf("poll %ds", b.cfg.PollIntervalSeconds)
+	b.res.addFlux(workloadChange, "push → applied ("+poll+")", seconds(s.pollApplied))
+	b.res.addFlux(workloadChange, "push → healthy ("+poll+")", seconds(s.pollHealthy))
+	b.res.addFlux(workloadDrift, "edit → restored", seconds(s.drift))
+	b.res.addFlux(bigTarget, "daemon peak RSS (VmHWM), big group", s.rss)
 }
 
 // bigConverge creates big's SyncTarget in a fresh namespace and times it to Ready, then runs
@@ -143,6 +168,7 @@ func (b *Bench) bigConverge(ctx context.Context, g *bigGroup, rep int) error {
 	defer b.stopDaemon(d)
 
 	revision := "main@sha1:" + g.repo.Head(b.tb, "main")
+	prof := b.startProfile(d, workloadBig)
 	tw, err := b.watchTargetsReady(ctx, []string{bigTarget}, revision, 15*time.Minute)
 	if err != nil {
 		return err
@@ -171,6 +197,9 @@ func (b *Bench) bigConverge(ctx context.Context, g *bigGroup, rep int) error {
 		return fmt.Errorf("%w%s", err, d.tail())
 	}
 	cold := done.Sub(start)
+	if err := b.finishProfile(prof); err != nil {
+		return err
+	}
 	if err := b.checkBig(ctx, ns); err != nil {
 		return err
 	}
@@ -181,10 +210,20 @@ func (b *Bench) bigConverge(ctx context.Context, g *bigGroup, rep int) error {
 	}
 	b.logf("big rep %d/%d: converge cold sync → Ready in %s (%s)", rep+1, b.cfg.Reps, cold.Round(time.Millisecond), phases)
 
+	return b.bigConvergeAfter(ctx, d, g, ns, rep)
+}
+
+// bigConvergeAfter runs idle, change and drift on converge's big SyncTarget, each profiled
+// with BENCH_PROFILE, then stops the daemon and cleans up.
+func (b *Bench) bigConvergeAfter(ctx context.Context, d *daemon, g *bigGroup, ns string, rep int) error {
 	if b.cfg.runs(workloadIdle) {
+		prof := b.startProfile(d, workloadIdle)
 		s, err := b.measureIdle(ctx, d, rep)
 		if err != nil {
 			return fmt.Errorf("idle: %w", err)
+		}
+		if err := b.finishProfile(prof); err != nil {
+			return err
 		}
 		g.s.idle = append(g.s.idle, s)
 		g.s.idleWall = append(g.s.idleWall, s.ReconcileSeconds)
@@ -194,6 +233,7 @@ func (b *Bench) bigConverge(ctx context.Context, g *bigGroup, rep int) error {
 			rep+1, b.cfg.Reps, s.ReconcileSeconds*1000, s.Requests, s.Window, s.Background, s.DaemonRequests, s.DaemonSent, s.PokeToDoneSeconds*1000)
 	}
 	if b.cfg.runs(workloadChange) {
+		prof := b.startProfile(d, workloadChange)
 		applied, healthy, err := b.measureChange(ctx, d, g, ns, fmt.Sprintf("rep%d-webhook", rep), true)
 		if err != nil {
 			return fmt.Errorf("change (webhook): %w", err)
@@ -210,13 +250,20 @@ func (b *Bench) bigConverge(ctx context.Context, g *bigGroup, rep int) error {
 			return fmt.Errorf("change (poll): %w", err)
 		}
 		g.s.pollApplied, g.s.pollHealthy = append(g.s.pollApplied, applied), append(g.s.pollHealthy, healthy)
+		if err := b.finishProfile(prof); err != nil {
+			return err
+		}
 		b.logf("change rep %d/%d (poll %ds): push → applied %s, → healthy %s", rep+1, b.cfg.Reps, b.cfg.PollIntervalSeconds,
 			applied.Round(time.Millisecond), healthy.Round(time.Millisecond))
 	}
 	if b.cfg.runs(workloadDrift) {
+		prof := b.startProfile(d, workloadDrift)
 		took, err := b.measureDrift(ctx, d, ns)
 		if err != nil {
 			return fmt.Errorf("drift: %w", err)
+		}
+		if err := b.finishProfile(prof); err != nil {
+			return err
 		}
 		g.s.drift = append(g.s.drift, took)
 		b.logf("drift rep %d/%d: edit → restored %s", rep+1, b.cfg.Reps, took.Round(time.Millisecond))
@@ -224,6 +271,11 @@ func (b *Bench) bigConverge(ctx context.Context, g *bigGroup, rep int) error {
 	if err := d.running(); err != nil {
 		return err
 	}
+	rss, err := peakRSS(d.pid())
+	if err != nil {
+		return err
+	}
+	g.s.rss = append(g.s.rss, rss)
 
 	b.stopDaemon(d)
 	if err := b.deleteTargets(ctx, bigTarget); err != nil {

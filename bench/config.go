@@ -47,6 +47,15 @@ type Config struct {
 	// DaemonArgs are added to every `converge serve` the benchmark starts (BENCH_DAEMON_ARGS,
 	// split on spaces), e.g. --pprof-bind-address=127.0.0.1:6060 to profile a workload.
 	DaemonArgs []string
+	// Baselines are the other tools run on the same workloads in the same invocation
+	// (BENCH_BASELINES, comma-separated; "flux" is the one known; `make bench` sets it).
+	Baselines []string
+	// Profile writes a CPU and a heap profile of the daemon per workload under bin/bench/
+	// and notes the top five functions by CPU of each (BENCH_PROFILE=1).
+	Profile bool
+	// FluxDir holds Flux's controllers and CRDs as `make flux` leaves them (BENCH_FLUX_DIR,
+	// default bin/flux).
+	FluxDir string
 }
 
 // DefaultConfig is the full-size benchmark of the issue, BENCH_N aside (100).
@@ -62,6 +71,7 @@ func DefaultConfig() Config {
 		FloorConcurrency:    8,
 		Nodes:               2,
 		Out:                 "bin/bench/results.json",
+		FluxDir:             "bin/flux",
 	}
 }
 
@@ -116,8 +126,32 @@ func ConfigFromEnv() (Config, error) {
 		c.Out = s
 	}
 	c.DaemonArgs = strings.Fields(os.Getenv("BENCH_DAEMON_ARGS"))
+	for f := range strings.SplitSeq(os.Getenv("BENCH_BASELINES"), ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "":
+		case baselineFlux:
+			c.Baselines = append(c.Baselines, f)
+		default:
+			return c, fmt.Errorf("BENCH_BASELINES: unknown baseline %q (want flux)", f)
+		}
+	}
+	switch s := strings.TrimSpace(os.Getenv("BENCH_PROFILE")); s {
+	case "", "0", "false":
+	case "1", "true":
+		c.Profile = true
+	default:
+		return c, fmt.Errorf("BENCH_PROFILE=%q: want 1 or 0", s)
+	}
+	if s := strings.TrimSpace(os.Getenv("BENCH_FLUX_DIR")); s != "" {
+		c.FluxDir = s
+	}
 	return c, nil
 }
+
+// baselineFlux runs Flux's source-controller and kustomize-controller beside converge.
+const baselineFlux = "flux"
+
+func (c Config) flux() bool { return slices.Contains(c.Baselines, baselineFlux) }
 
 func (c Config) runs(w string) bool { return slices.Contains(c.Workloads, w) }
 

@@ -73,6 +73,10 @@ type Bench struct {
 
 	mu      sync.Mutex
 	daemons []*daemon
+	// cpuProfiles are the CPU profile windows taken per workload (BENCH_PROFILE), in
+	// profileOrder.
+	cpuProfiles  map[string][]string
+	profileOrder []string
 }
 
 // Setup builds the converge binary and starts the cluster and the git server. Everything
@@ -153,6 +157,11 @@ func Setup(ctx context.Context, tb testing.TB, cfg Config, logf func(string, ...
 		}); err != nil {
 			return nil, err
 		}
+		if cfg.flux() {
+			if err := b.setupFlux(ctx); err != nil {
+				return nil, err
+			}
+		}
 	}
 	b.gitRoot = filepath.Join(b.work, "git")
 	if err := os.MkdirAll(b.gitRoot, 0o755); err != nil {
@@ -205,6 +214,7 @@ type daemon struct {
 	metricsURL string
 	probeURL   string
 	webhookURL string
+	pprofURL   string // set with BENCH_PROFILE
 	exited     chan struct{}
 	waitErr    error
 }
@@ -221,7 +231,7 @@ func freePort() (int, error) {
 // startDaemon runs `converge serve` with its defaults, but for loopback ports and a cache
 // directory of its own, and waits until it serves its probes and metrics.
 func (b *Bench) startDaemon(ctx context.Context, name string) (*daemon, error) {
-	var ports [3]int
+	var ports [4]int
 	for i := range ports {
 		p, err := freePort()
 		if err != nil {
@@ -235,34 +245,21 @@ func (b *Bench) startDaemon(ctx context.Context, name string) (*daemon, error) {
 		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]),
 		probeURL:   fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]),
 		webhookURL: fmt.Sprintf("http://127.0.0.1:%d/hooks/git", ports[2]),
-		exited:     make(chan struct{}),
 	}
-	logFile, err := os.Create(d.log)
-	if err != nil {
-		return nil, err
-	}
-	d.cmd = exec.Command(b.binary, "serve",
+	args := []string{"serve",
 		"--kubeconfig", b.cluster.Kubeconfig,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		"--webhook-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
 		"--cache-dir", filepath.Join(b.work, "cache-"+name),
-	)
-	d.cmd.Args = append(d.cmd.Args, b.cfg.DaemonArgs...)
-	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.cmd.Start(); err != nil {
-		_ = logFile.Close()
+	}
+	if b.cfg.Profile {
+		d.pprofURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[3])
+		args = append(args, "--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[3]))
+	}
+	if err := b.spawn(d, b.binary, append(args, b.cfg.DaemonArgs...), nil); err != nil {
 		return nil, err
 	}
-	go func() {
-		d.waitErr = d.cmd.Wait()
-		_ = logFile.Close()
-		close(d.exited)
-	}()
-	b.mu.Lock()
-	b.daemons = append(b.daemons, d)
-	b.mu.Unlock()
 
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -284,6 +281,35 @@ func (b *Bench) startDaemon(ctx context.Context, name string) (*daemon, error) {
 			return nil, fmt.Errorf("converge serve did not become ready in 90s%s", d.tail())
 		}
 	}
+}
+
+// spawn starts bin as a process of the benchmark, its output in d.log, killed when the
+// benchmark dies, and registers it for stopDaemons.
+func (b *Bench) spawn(d *daemon, bin string, args, env []string) error {
+	logFile, err := os.Create(d.log)
+	if err != nil {
+		return err
+	}
+	d.exited = make(chan struct{})
+	d.cmd = exec.Command(bin, args...)
+	if env != nil {
+		d.cmd.Env = append(os.Environ(), env...)
+	}
+	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return err
+	}
+	go func() {
+		d.waitErr = d.cmd.Wait()
+		_ = logFile.Close()
+		close(d.exited)
+	}()
+	b.mu.Lock()
+	b.daemons = append(b.daemons, d)
+	b.mu.Unlock()
+	return nil
 }
 
 func httpOK(ctx context.Context, url string) bool {
@@ -329,7 +355,7 @@ func (d *daemon) tail() string {
 			lines = lines[1:]
 		}
 	}
-	return "\n--- converge serve log (" + d.log + "), last lines:\n" + strings.Join(lines, "\n")
+	return "\n--- " + d.name + " log (" + d.log + "), last lines:\n" + strings.Join(lines, "\n")
 }
 
 // counters are what the daemon counts of itself.
@@ -555,7 +581,7 @@ func (b *Bench) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return b.writeProfiles(ctx)
 }
 
 // Results returns the figures measured so far.

@@ -11,8 +11,14 @@
 //
 // Variables: BENCH_N, BENCH_REPS, BENCH_OUT (default bin/bench/results.json; empty: no
 // file), BENCH_WORKLOADS, BENCH_BIG_CONFIGMAPS, BENCH_BIG_DEPLOYMENTS, BENCH_FETCH_FILES,
-// BENCH_POLL_INTERVAL_SECONDS, BENCH_FLOOR_CONCURRENCY, BENCH_NODES, BENCH_DAEMON_ARGS. Result files are
-// figures from one machine at one moment: never commit them as reference figures.
+// BENCH_POLL_INTERVAL_SECONDS, BENCH_FLOOR_CONCURRENCY, BENCH_NODES, BENCH_DAEMON_ARGS.
+// BENCH_BASELINES=flux (set by `make bench`, which builds Flux first with `make flux`) runs
+// Flux's source-controller and kustomize-controller on the same workloads in the same
+// invocation, beside converge: a Flux column and a converge/Flux ratio per row
+// (BENCH_FLUX_DIR: where `make flux` left them, default bin/flux). BENCH_PROFILE=1 writes a
+// CPU and a heap profile of the daemon per workload under bin/bench/ and notes the top five
+// functions by CPU of each. Result files are figures from one machine at one moment: never
+// commit them as reference figures.
 package main
 
 import (

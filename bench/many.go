@@ -79,6 +79,35 @@ func (b *Bench) runMany(ctx context.Context, n int) error {
 	b.res.add(w, "create → all Ready", Seconds, seconds(ready), "", nil, readyTarget)
 	b.res.add(w, "daemon peak RSS (VmHWM)", MiB, rss, "", nil, rssTarget)
 	b.res.add(w, "API requests sent per SyncTarget", Requests, perTarget, "", nil, nil)
+	if b.cfg.flux() {
+		return b.runManyFlux(ctx, n, url, revision, namespaces)
+	}
+	return nil
+}
+
+// runManyFlux runs many's repetitions for Flux, after converge's, on the same repository.
+func (b *Bench) runManyFlux(ctx context.Context, n int, url, revision string, namespaces []string) error {
+	var ready, rss, perTarget []float64
+	for rep := range b.cfg.Reps {
+		r, err := b.fluxMany(ctx, rep, n, url, revision)
+		if err != nil {
+			return fmt.Errorf("many N=%d, Flux, rep %d: %w", n, rep+1, err)
+		}
+		b.logf("many N=%d rep %d/%d, Flux: all Ready in %s, peak RSS %.0f MiB (both controllers), %.1f API requests sent per Kustomization (%s)",
+			n, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.rss, r.daemonSent.total()/float64(n), r.daemonSent)
+		ready, rss = append(ready, r.ready.Seconds()), append(rss, r.rss)
+		perTarget = append(perTarget, r.daemonSent.total()/float64(n))
+		if err := b.deleteFluxObjects(ctx); err != nil {
+			return err
+		}
+		if err := b.deleteNamespaces(ctx, namespaces...); err != nil {
+			return err
+		}
+	}
+	w := fmt.Sprintf("many N=%d", n)
+	b.res.addFlux(w, "create → all Ready", ready)
+	b.res.addFlux(w, "daemon peak RSS (VmHWM)", rss)
+	b.res.addFlux(w, "API requests sent per SyncTarget", perTarget)
 	return nil
 }
 
@@ -88,6 +117,7 @@ func (b *Bench) manyOnce(ctx context.Context, rep, n int, url, revision string, 
 		return manyRun{}, err
 	}
 	defer b.stopDaemon(d)
+	prof := b.startProfile(d, fmt.Sprintf("many N=%d", n))
 
 	timeout := 10*time.Minute + time.Duration(n)*time.Second
 	api0, err := apiserverRequests(ctx, b.cs)
@@ -122,6 +152,9 @@ func (b *Bench) manyOnce(ctx context.Context, rep, n int, url, revision string, 
 		return manyRun{}, fmt.Errorf("%w%s", err, d.tail())
 	}
 	r := manyRun{ready: done.Sub(start)}
+	if err := b.finishProfile(prof); err != nil {
+		return r, err
+	}
 	api1, err := apiserverRequests(ctx, b.cs)
 	if err != nil {
 		return r, err

@@ -69,6 +69,10 @@ type Result struct {
 	Target       *Target   `json:"target,omitempty"`
 	// Met says whether the median meets the target (nil without a target).
 	Met *bool `json:"met,omitempty"`
+	// Flux is the same figure for Flux, measured in the same invocation on the same
+	// cluster (BENCH_BASELINES=flux); FluxRatio is converge's median / Flux's median.
+	Flux      *Stat   `json:"flux,omitempty"`
+	FluxRatio float64 `json:"fluxRatio,omitempty"`
 	// Detail carries what else was measured (e.g. a breakdown of API requests per rep).
 	Detail any `json:"detail,omitempty"`
 }
@@ -121,6 +125,23 @@ func (rs *Results) add(workload, metric string, unit Unit, samples []float64, ba
 	return r
 }
 
+// addFlux records Flux's figure beside converge's row of the same workload and metric.
+func (rs *Results) addFlux(workload, metric string, samples []float64) {
+	if len(samples) == 0 {
+		return
+	}
+	for _, r := range rs.Rows {
+		if r.Workload != workload || r.Metric != metric {
+			continue
+		}
+		f := newStat(samples)
+		r.Flux = &f
+		if f.Median > 0 {
+			r.FluxRatio = r.Median / f.Median
+		}
+	}
+}
+
 // find returns the row of a workload and metric, or nil.
 func (rs *Results) find(workload, metric string) *Result {
 	for _, r := range rs.Rows {
@@ -157,9 +178,14 @@ func format(v float64, u Unit) string {
 // WriteTable prints the rows as an aligned table.
 func (rs *Results) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "workload\tmetric\tmedian\tmin\tmax\tbaseline (median)\tratio\ttarget\tmet")
+	_, _ = fmt.Fprintln(tw, "workload\tmetric\tmedian\tmin\tmax\tbaseline (median)\tratio\tFlux (median, min–max)\tconverge/Flux\ttarget\tmet")
 	for _, r := range rs.Rows {
 		base, ratio, target, met := "—", "—", "—", "—"
+		flux, fluxRatio := "—", "—"
+		if r.Flux != nil {
+			flux = fmt.Sprintf("%s (%s–%s)", format(r.Flux.Median, r.Unit), format(r.Flux.Min, r.Unit), format(r.Flux.Max, r.Unit))
+			fluxRatio = fmt.Sprintf("%.2f×", r.FluxRatio)
+		}
 		if r.Baseline != nil {
 			base = r.BaselineName + " " + format(r.Baseline.Median, r.Unit)
 			ratio = fmt.Sprintf("%.2f×", r.Ratio)
@@ -174,7 +200,7 @@ func (rs *Results) WriteTable(w io.Writer) {
 		if len(r.Samples) > 0 {
 			median, lo, hi = format(r.Median, r.Unit), format(r.Min, r.Unit), format(r.Max, r.Unit)
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Workload, r.Metric, median, lo, hi, base, ratio, target, met)
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Workload, r.Metric, median, lo, hi, base, ratio, flux, fluxRatio, target, met)
 	}
 	_ = tw.Flush()
 }

@@ -28,6 +28,7 @@ func TestBenchSmoke(t *testing.T) {
 		FloorConcurrency:    4,
 		Nodes:               1,
 		Out:                 filepath.Join(t.TempDir(), "results.json"),
+		Profile:             true,
 	}
 	b, err := Setup(t.Context(), t, cfg, t.Logf)
 	if err != nil {
@@ -50,6 +51,7 @@ func TestBenchSmoke(t *testing.T) {
 		{workloadChange, "push → applied (poll 2s)"},
 		{workloadChange, "push → healthy (poll 2s)"},
 		{workloadDrift, "edit → restored"},
+		{bigTarget, "daemon peak RSS (VmHWM), big group"},
 		{workloadFetch, "cold fetch, 150 files"},
 	}
 	for _, w := range want {
@@ -70,6 +72,18 @@ func TestBenchSmoke(t *testing.T) {
 	for _, r := range res.Rows {
 		if r.Baseline != nil && (len(r.Baseline.Samples) != cfg.Reps || r.Ratio <= 0) {
 			t.Errorf("%s / %s: baseline %s has %d samples, ratio %v", r.Workload, r.Metric, r.BaselineName, len(r.Baseline.Samples), r.Ratio)
+		}
+	}
+
+	// BENCH_PROFILE: a CPU and a heap profile per workload, and its top functions noted.
+	for _, w := range []string{"many N=3", workloadBig, workloadIdle, workloadChange, workloadDrift} {
+		for _, kind := range []string{"cpu", "heap"} {
+			if fi, err := os.Stat(filepath.Join(b.profileDir(), sanitize(w)+"."+kind+".pprof")); err != nil || fi.Size() == 0 {
+				t.Errorf("no %s profile of %s: %v", kind, w, err)
+			}
+		}
+		if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, "profile "+w+" ") && strings.Contains(n, "top CPU") }) {
+			t.Errorf("no note of the top functions of %s in %q", w, res.Notes)
 		}
 	}
 

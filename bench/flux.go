@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Flux's kinds, as the baseline uses them.
+var (
+	gitRepositoryGVR = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "gitrepositories"}
+	kustomizationGVR = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
+)
+
+// flux is Flux's source-controller and kustomize-controller, run as local processes against
+// the benchmark's cluster: Flux's own binaries, built from its Go modules by `make flux`.
+type flux struct {
+	source, kustomize *daemon
+}
+
+// fluxBinary is the path of one of Flux's controllers.
+func (b *Bench) fluxBinary(name string) string {
+	dir := b.cfg.FluxDir
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(b.root, dir)
+	}
+	return filepath.Join(dir, name)
+}
+
+// setupFlux checks that Flux was built and installs its CRDs, once per invocation.
+func (b *Bench) setupFlux(ctx context.Context) error {
+	for _, name := range []string{"source-controller", "kustomize-controller", "crds"} {
+		if _, err := os.Stat(b.fluxBinary(name)); err != nil {
+			return fmt.Errorf("the Flux baseline needs %s: run `make flux` (or unset BENCH_BASELINES)", b.fluxBinary(name))
+		}
+	}
+	crds := b.fluxBinary("crds")
+	for _, args := range [][]string{
+		{"apply", "--server-side", "-f", crds},
+		{"wait", "--for=condition=Established", "--timeout=120s", "-f", crds},
+	} {
+		cmd := exec.CommandContext(ctx, b.kubectl, append(args, "--kubeconfig", b.cluster.Kubeconfig)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("kubectl %s: %v\n%s", args[0], err, out)
+		}
+	}
+	return nil
+}
+
+// startFlux starts both controllers with Flux's default flags, but for loopback ports and
+// no leader election, and waits until both report ready.
+func (b *Bench) startFlux(ctx context.Context, name string) (*flux, error) {
+	var ports [5]int
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	storage := filepath.Join(b.work, "cache-flux-"+name)
+	f := &flux{
+		source: &daemon{name: "flux-source-" + name, log: filepath.Join(b.work, "flux-source-"+name+".log"),
+			metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), probeURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])},
+		kustomize: &daemon{name: "flux-kustomize-" + name, log: filepath.Join(b.work, "flux-kustomize-"+name+".log"),
+			metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[2]), probeURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[3])},
+	}
+	env := []string{"KUBECONFIG=" + b.cluster.Kubeconfig, "TMPDIR=" + b.work}
+	common := []string{"--enable-leader-election=false", "--watch-all-namespaces=true", "--log-level=error"}
+	sourceArgs := append([]string{
+		"--metrics-addr=" + fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--health-addr=" + fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--storage-path=" + storage,
+		"--storage-addr=" + fmt.Sprintf("127.0.0.1:%d", ports[4]),
+		"--storage-adv-addr=" + fmt.Sprintf("127.0.0.1:%d", ports[4]),
+	}, common...)
+	kustomizeArgs := append([]string{
+		"--metrics-addr=" + fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		"--health-addr=" + fmt.Sprintf("127.0.0.1:%d", ports[3]),
+	}, common...)
+	if err := b.spawn(f.source, b.fluxBinary("source-controller"), sourceArgs, env); err != nil {
+		return nil, err
+	}
+	if err := b.spawn(f.kustomize, b.fluxBinary("kustomize-controller"), kustomizeArgs, env); err != nil {
+		b.stopFlux(f)
+		return nil, err
+	}
+	for _, d := range []*daemon{f.source, f.kustomize} {
+		if err := waitProbe(ctx, d, 90*time.Second); err != nil {
+			b.stopFlux(f)
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// waitProbe waits until a process answers its readiness probe.
+func waitProbe(ctx context.Context, d *daemon, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !httpOK(ctx, d.probeURL) {
+		if err := d.running(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not become ready in %s%s", d.name, timeout, d.tail())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (b *Bench) stopFlux(f *flux) {
+	b.stopDaemon(f.kustomize)
+	b.stopDaemon(f.source)
+	_ = removeTree(filepath.Join(b.work, "cache-"+strings.TrimPrefix(f.source.name, "flux-source-")))
+}
+
+// running returns an error when either controller stopped on its own.
+func (f *flux) running() error {
+	return errors.Join(f.source.running(), f.kustomize.running())
+}
+
+// peakRSS is the sum of both controllers' VmHWM: Flux needs both to do what converge does.
+func (f *flux) peakRSS() (float64, error) {
+	s, err := peakRSS(f.source.pid())
+	if err != nil {
+		return 0, err
+	}
+	k, err := peakRSS(f.kustomize.pid())
+	return s + k, err
+}
+
+// requests counts the API requests both controllers sent, by method.
+func (f *flux) requests(ctx context.Context) (requestCounts, error) {
+	out := requestCounts{}
+	for _, d := range []*daemon{f.source, f.kustomize} {
+		s, err := scrape(ctx, d.metricsURL, "rest_client_requests_total")
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range s {
+			if x.name == "rest_client_requests_total" {
+				out[x.labels["method"]] += x.value
+			}
+		}
+	}
+	return out, nil
+}
+
+// createGitRepository creates a GitRepository of benchNamespace following main of url.
+func (b *Bench) createGitRepository(ctx context.Context, name, url string, interval time.Duration) error {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+		"metadata": map[string]any{"name": name, "namespace": benchNamespace},
+		"spec": map[string]any{
+			"url": url, "interval": interval.String(), "timeout": "60s",
+			"ref": map[string]any{"branch": "main"},
+		},
+	}}
+	_, err := b.floor.Resource(gitRepositoryGVR).Namespace(benchNamespace).Create(ctx, u, metav1.CreateOptions{})
+	return err
+}
+
+// kustomization is the Flux equivalent of a SyncTarget of the benchmark: prune, and wait
+// for every applied object to be healthy (wait: true), as converge does by default.
+func kustomization(name, repo, path string, interval time.Duration) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+		"metadata": map[string]any{"name": name, "namespace": benchNamespace},
+		"spec": map[string]any{
+			"interval": interval.String(), "path": "./" + path, "prune": true, "wait": true, "timeout": "5m",
+			"sourceRef": map[string]any{"kind": "GitRepository", "name": repo},
+		},
+	}}
+}
+
+// fluxReady is true when a Kustomization is Ready at revision for its generation.
+func fluxReady(u *unstructured.Unstructured, revision string) bool {
+	applied, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+	observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	return applied == revision && observed == u.GetGeneration() && fluxCondition(u, "Ready") == "True"
+}
+
+// fluxCondition returns the status of a condition of a Flux object, or "".
+func fluxCondition(u *unstructured.Unstructured, typ string) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == typ {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// kustomizationsLW lists and watches the Kustomizations of benchNamespace.
+func (b *Bench) kustomizationsLW() cache.ListerWatcher {
+	ri := b.floor.Resource(kustomizationGVR).Namespace(benchNamespace)
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return ri.Watch(ctx, o)
+		},
+	}
+}
+
+// watchKustomizations waits until cond held for every named Kustomization.
+func (b *Bench) watchKustomizations(ctx context.Context, names []string, timeout time.Duration,
+	cond func(*unstructured.Unstructured) bool) (*watcher, map[string]*unstructured.Unstructured, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	done, last := map[string]bool{}, map[string]*unstructured.Unstructured{}
+	w, err := startWatch(ctx, b.kustomizationsLW(), &unstructured.Unstructured{}, timeout, func(obj runtime.Object, _ time.Time) bool {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || !want[u.GetName()] {
+			return false
+		}
+		last[u.GetName()] = u
+		if cond(u) {
+			done[u.GetName()] = true
+		}
+		return len(done) == len(want)
+	})
+	return w, last, err
+}
+
+// fluxWaitError says which Kustomization was not ready when a wait failed.
+func fluxWaitError(err error, last map[string]*unstructured.Unstructured, f *flux) error {
+	for name, u := range last {
+		if fluxCondition(u, "Ready") != "True" {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			return fmt.Errorf("%w; e.g. Kustomization %s: %v%s%s", err, name, conds, f.source.tail(), f.kustomize.tail())
+		}
+	}
+	return fmt.Errorf("%w%s%s", err, f.source.tail(), f.kustomize.tail())
+}
+
+// deleteFluxObjects deletes the Kustomizations and GitRepositories of benchNamespace without
+// their finalizers (the controllers are stopped first: the objects go with their namespaces).
+func (b *Bench) deleteFluxObjects(ctx context.Context) error {
+	for _, gvr := range []schema.GroupVersionResource{kustomizationGVR, gitRepositoryGVR} {
+		ri := b.floor.Resource(gvr).Namespace(benchNamespace)
+		list, err := ri.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if err := parallel(len(list.Items), 8, func(i int) error {
+			name := list.Items[i].GetName()
+			if _, err := ri.Patch(ctx, name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			return client.IgnoreNotFound(ri.Delete(ctx, name, metav1.DeleteOptions{}))
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fluxMany is many's repetition for Flux: one GitRepository for the repository (Flux shares
+// a source between Kustomizations, as converge shares a checkout between SyncTargets) and
+// one Kustomization per path, all created at once; timed until every one is Ready at
+// revision.
+func (b *Bench) fluxMany(ctx context.Context, rep, n int, url, revision string) (manyRun, error) {
+	f, err := b.startFlux(ctx, fmt.Sprintf("many-%d-%d", n, rep))
+	if err != nil {
+		return manyRun{}, err
+	}
+	defer b.stopFlux(f)
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("many-%04d", i)
+	}
+	r0, err := f.requests(ctx)
+	if err != nil {
+		return manyRun{}, err
+	}
+	w, last, err := b.watchKustomizations(ctx, names, 10*time.Minute+time.Duration(n)*time.Second,
+		func(u *unstructured.Unstructured) bool { return fluxReady(u, revision) })
+	if err != nil {
+		return manyRun{}, err
+	}
+	repo := fmt.Sprintf("many-%d", n)
+	start := time.Now()
+	if err := b.createGitRepository(ctx, repo, url, time.Minute); err != nil {
+		w.stop()
+		return manyRun{}, err
+	}
+	if err := parallel(n, 8, func(i int) error {
+		_, err := b.floor.Resource(kustomizationGVR).Namespace(benchNamespace).
+			Create(ctx, kustomization(names[i], repo, fmt.Sprintf("many/%04d", i), 10*time.Minute), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		w.stop()
+		return manyRun{}, fmt.Errorf("creating Kustomizations: %w", err)
+	}
+	at, err := w.wait()
+	if err != nil {
+		return manyRun{}, fluxWaitError(err, last, f)
+	}
+	r := manyRun{ready: at.Sub(start)}
+	r1, err := f.requests(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.daemonSent = r1.minus(r0)
+	if r.rss, err = f.peakRSS(); err != nil {
+		return r, err
+	}
+	return r, f.running()
+}
