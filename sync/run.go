@@ -27,6 +27,8 @@ type run struct {
 	req     request
 	// fullApply asks for every object to be applied, not only those that changed.
 	fullApply bool
+	// verified is what the revision's verification found, for the SourceVerified condition.
+	verified *verification
 }
 
 func (r *Reconciler) newRun(st *convergev1.SyncTarget) *run {
@@ -69,6 +71,9 @@ func (ru *run) announce(o outcome) {
 // finish turns the outcome into status, history, event and metrics.
 func (ru *run) finish(o outcome) (ctrl.Result, error) {
 	now := ru.r.Clock.Now()
+	if o.verified == nil {
+		o.verified = ru.verified
+	}
 	fx := summarize(ru.st, o, now, ru.r.interval(ru.st))
 	msg := o.message
 	if o.kind == idle && o.restored > 0 {
@@ -125,6 +130,9 @@ func (ru *run) sync(ctx context.Context) outcome {
 		return ru.heal(ctx, revision)
 	}
 	ru.fullApply = ru.req.isNew || full
+	if o, ok := ru.verify(ctx, revision); !ok {
+		return o
+	}
 	return ru.attempt(ctx, revision)
 }
 
