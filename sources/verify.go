@@ -93,6 +93,11 @@ func verifyObjects(keys *TrustedKeys, mode VerifyMode, commit *object.Commit, ta
 			return v, &VerificationError{Object: refObject(ref),
 				Reason: "is not an annotated tag: only an annotated tag carries a signature (verify.mode " + string(mode) + ")"}
 		}
+		if tag.Name != ref {
+			// A signed tag of another release moved under this name would replay it.
+			return v, &VerificationError{Object: "tag " + ref,
+				Reason: fmt.Sprintf("points at a tag object named %q: a signed tag is trusted only under its own name", tag.Name)}
+		}
 		s, err := keys.check("tag "+tag.Name, tag.PGPSignature, func(o plumbing.EncodedObject) error { return tag.EncodeWithoutSignature(o) })
 		if err != nil {
 			return v, err

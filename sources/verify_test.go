@@ -119,6 +119,7 @@ func TestVerifyTags(t *testing.T) {
 	signedCommit := f.repo.SignedCommit(t, "main", s.pgpA, map[string]string{"a.yaml": "a: 2\n"})
 	f.repo.SignedTag(t, "v2.0.0", signedCommit, s.pgpA)
 	f.repo.SignedTag(t, "v3.0.0", signedCommit, s.pgpB)
+	f.repo.SetRef(t, "refs/tags/v4.0.0", f.repo.SignedTag(t, "v0.9.0", signedCommit, s.pgpA)) // a replayed tag
 
 	tests := []struct {
 		name    string
@@ -134,6 +135,8 @@ func TestVerifyTags(t *testing.T) {
 		{name: "both signed, TagAndHEAD", ref: Ref{SemVer: ">=2.0.0 <3"}, mode: VerifyTagAndHEAD,
 			want: "tag v2.0.0 signed by OpenPGP key"},
 		{name: "tag by an unknown key", ref: Ref{Tag: "v3.0.0"}, mode: VerifyTag, wantErr: "tag v3.0.0 is signed by OpenPGP key"},
+		{name: "a signed tag under another name", ref: Ref{Tag: "v4.0.0"}, mode: VerifyTag,
+			wantErr: `tag v4.0.0 points at a tag object named "v0.9.0"`},
 		{name: "lightweight tag", ref: Ref{Tag: "v1.0.1"}, mode: VerifyTag, wantErr: "tag v1.0.1 is a lightweight tag"},
 		{name: "branch in Tag mode", ref: Ref{Branch: "main"}, mode: VerifyTag, wantErr: "ref main is not a tag"},
 	}
