@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	. "github.com/onsi/gomega"
 	"golang.org/x/crypto/ssh"
 
@@ -281,4 +283,43 @@ func TestVerifyFetchesNoTree(t *testing.T) {
 
 	_, err = f.cache.Checkout(ctxTimeout(t, time.Minute), f.src, Revision{Ref: "main", Commit: sha})
 	g.Expect(err).To(MatchError(ErrLimitExceeded)) // what the same fetch without the filter does
+}
+
+// FuzzSignatures: a signature from the repository (hostile input) and a trusted keys Secret
+// value are parsed without panicking; a signature that does not verify is a
+// VerificationError, and one that verifies names a trusted key.
+func FuzzSignatures(f *testing.F) {
+	sshSign, _, sshPub := gittest.SSHSigningKey(f)
+	pgpSign, pgpPub := gittest.OpenPGPKey(f, "Alice", "alice@example.com")
+	keys, err := TrustedKeysFromSecret(map[string][]byte{"k": []byte(pgpPub + authorized(sshPub) + "\n")})
+	if err != nil {
+		f.Fatal(err)
+	}
+	payload := []byte("tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n\nmessage\n")
+	for _, sign := range []gittest.SignFunc{sshSign, pgpSign} {
+		sig, err := sign(payload)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(sig, payload)
+	}
+	f.Add("-----BEGIN SSH SIGNATURE-----\nU1NIU0lH\n-----END SSH SIGNATURE-----\n", payload)
+	f.Fuzz(func(t *testing.T, sig string, payload []byte) {
+		_, _ = TrustedKeysFromSecret(map[string][]byte{"k": []byte(sig)})
+		s, err := keys.check("commit x", sig, func(o plumbing.EncodedObject) error {
+			w, err := o.Writer()
+			if err != nil {
+				return err
+			}
+			_, err = w.Write(payload)
+			return errors.Join(err, w.Close())
+		})
+		var ve *VerificationError
+		switch {
+		case err == nil && !strings.HasPrefix(s.Key, "SSH key "+ssh.FingerprintSHA256(sshPub)) && !strings.HasPrefix(s.Key, "OpenPGP key "):
+			t.Fatalf("verified by %q, not a trusted key", s.Key)
+		case err != nil && !errors.As(err, &ve):
+			t.Fatalf("not a VerificationError: %v", err)
+		}
+	})
 }
