@@ -57,7 +57,7 @@ func (ru *run) patchStatus(ctx context.Context) error {
 
 // progress shows a step under way in the status at once (a health wait may take minutes).
 func (ru *run) progress(ctx context.Context, msg string) error {
-	setConditions(ru.st, outcome{kind: progressing, reason: convergev1.ProgressingReason, message: msg})
+	setConditions(ru.st, outcome{kind: progressing, reason: convergev1.ProgressingReason, message: msg, verified: ru.verified})
 	return ru.patchStatus(ctx)
 }
 
