@@ -22,6 +22,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	"k8s.io/utils/clock"
 )
@@ -276,6 +277,13 @@ func (c *Cache) fetchPack(ctx context.Context, r *remote, hash plumbing.Hash, di
 	if err != nil {
 		return nil, nil, err
 	}
+	return c.uploadPack(ctx, s, ar, hash, dir, "")
+}
+
+// uploadPack is fetchPack on a session whose refs were listed (ar). A filter, when the server
+// supports filtering, leaves out what is not needed (trees and blobs, for signatures).
+func (c *Cache) uploadPack(ctx context.Context, s transport.UploadPackSession, ar *packp.AdvRefs, hash plumbing.Hash,
+	dir string, filter packp.Filter) (storer.EncodedObjectStorer, func(), error) {
 	advertised := false
 	for _, m := range []map[string]plumbing.Hash{ar.References, ar.Peeled} {
 		for _, h := range m {
@@ -295,6 +303,12 @@ func (c *Cache) fetchPack(ctx context.Context, r *remote, hash plumbing.Hash, di
 	if ar.Capabilities.Supports(capability.Shallow) {
 		req.Depth = packp.DepthCommits(1)
 		if err := req.Capabilities.Set(capability.Shallow); err != nil {
+			return nil, nil, err
+		}
+	}
+	if filter != "" && ar.Capabilities.Supports(capability.Filter) {
+		req.Filter = filter
+		if err := req.Capabilities.Set(capability.Filter); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -15,6 +15,9 @@
 //     an interval or a cron schedule, with bounded concurrency, timeouts and backoff, checks
 //     new revisions out into the Cache, and calls the subscribers back. Trigger polls a source
 //     now; triggers coalesce.
+//   - Verifier checks that a revision's commit and/or annotated tag carry an OpenPGP or SSH
+//     (git's gpg.format=ssh) signature by a key of TrustedKeysFromSecret, fetching only those
+//     objects when the server can filter, and remembers each verdict per revision and keys.
 //   - NewWebhookHandler serves POST /hooks/git: it verifies the signature of GitHub, GitLab,
 //     Gitea/Forgejo and generic push webhooks against each following target's secret and
 //     triggers exactly those. NormalizeURL is the repository identity it matches on.

@@ -41,6 +41,9 @@ var (
 	ErrRefNotFound = errors.New("ref not found")
 	// ErrLimitExceeded: a checkout is larger than a cap; see LimitError.
 	ErrLimitExceeded = errors.New("checkout limit exceeded")
+	// ErrVerificationFailed: the revision is not signed by a trusted key (spec.source.verify);
+	// see VerificationError.
+	ErrVerificationFailed = errors.New("verification failed")
 	// ErrFetchFailed: any other failure talking to the server or reading what it sent.
 	ErrFetchFailed = errors.New("git operation failed")
 )

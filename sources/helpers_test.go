@@ -18,7 +18,7 @@ import (
 // kinds are the failure kinds an error must match exactly one of.
 var kinds = []error{
 	ErrInvalidSource, ErrAuthFailed, ErrUnknownHostKey, ErrHostKeyMismatch, ErrUntrustedCertificate,
-	ErrUnreachable, ErrTimeout, ErrRepositoryNotFound, ErrRefNotFound, ErrLimitExceeded, ErrFetchFailed,
+	ErrUnreachable, ErrTimeout, ErrRepositoryNotFound, ErrRefNotFound, ErrLimitExceeded, ErrFetchFailed, ErrVerificationFailed,
 }
 
 // kindOf returns the one kind err matches, failing the test when it matches none or several.

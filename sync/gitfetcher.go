@@ -31,6 +31,7 @@ type GitFetcher struct {
 
 	mu        gosync.Mutex
 	refreshed map[string]time.Time // SyncTarget → the request a poll was triggered for
+	verifier  *sources.Verifier    // made on first use, see Verify
 }
 
 // Source builds the sources.Source of a SyncTarget, with its credentials.

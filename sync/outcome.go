@@ -24,6 +24,7 @@ type phase int
 const (
 	phaseResolve  phase = iota // asking the source which revision it points at
 	phaseCheckout              // fetching the revision's tree
+	phaseVerify                // checking the revision's signatures (spec.source.verify)
 	phaseRender
 	phaseApply
 	phasePrune
@@ -89,6 +90,8 @@ func classify(p phase, err error) failure {
 		case errors.Is(err, sources.ErrLimitExceeded):
 			f.then = failRevision // the commit is too large: it will not shrink
 		}
+	case phaseVerify:
+		f.reason, f.then = convergev1.VerificationFailedReason, classifyVerify(err)
 	case phaseRender:
 		f.reason = convergev1.BuildFailedReason
 	case phaseApply:
@@ -160,6 +163,8 @@ type outcome struct {
 	err error
 	// restored counts the drifted objects an idle reconcile restored.
 	restored int
+	// verified is what the SourceVerified condition says; nil leaves it as it is.
+	verified *verification
 }
 
 // driftCorrectedReason is the event of objects restored after someone else changed them.
@@ -250,6 +255,7 @@ func effectsOf(st *convergev1.SyncTarget, o outcome, interval time.Duration) eff
 // Stalled, and Reconciling while something is under way or will be retried.
 func setConditions(st *convergev1.SyncTarget, o outcome) {
 	msg := o.message
+	setVerified(st, o.verified)
 	switch o.kind {
 	case progressing, superseded:
 		setReconciling(st, o.reason, msg)
@@ -277,6 +283,20 @@ func setConditions(st *convergev1.SyncTarget, o outcome) {
 		apimeta.RemoveStatusCondition(&st.Status.Conditions, convergev1.ReconcilingCondition)
 		apimeta.RemoveStatusCondition(&st.Status.Conditions, convergev1.StalledCondition)
 		st.Status.ObservedGeneration = st.Generation
+	}
+}
+
+// setVerified sets the SourceVerified condition, or removes it when the SyncTarget asks for
+// no verification.
+func setVerified(st *convergev1.SyncTarget, v *verification) {
+	switch {
+	case v == nil:
+	case v.status == "":
+		apimeta.RemoveStatusCondition(&st.Status.Conditions, convergev1.SourceVerifiedCondition)
+	case v.status == metav1.ConditionTrue:
+		setCondition(st, convergev1.SourceVerifiedCondition, v.status, convergev1.SucceededReason, v.message)
+	default:
+		setCondition(st, convergev1.SourceVerifiedCondition, v.status, convergev1.VerificationFailedReason, v.message)
 	}
 }
 

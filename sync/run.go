@@ -27,6 +27,8 @@ type run struct {
 	req     request
 	// fullApply asks for every object to be applied, not only those that changed.
 	fullApply bool
+	// verified is what the revision's verification found, for the SourceVerified condition.
+	verified *verification
 }
 
 func (r *Reconciler) newRun(st *convergev1.SyncTarget) *run {
@@ -55,7 +57,7 @@ func (ru *run) patchStatus(ctx context.Context) error {
 
 // progress shows a step under way in the status at once (a health wait may take minutes).
 func (ru *run) progress(ctx context.Context, msg string) error {
-	setConditions(ru.st, outcome{kind: progressing, reason: convergev1.ProgressingReason, message: msg})
+	setConditions(ru.st, outcome{kind: progressing, reason: convergev1.ProgressingReason, message: msg, verified: ru.verified})
 	return ru.patchStatus(ctx)
 }
 
@@ -69,6 +71,9 @@ func (ru *run) announce(o outcome) {
 // finish turns the outcome into status, history, event and metrics.
 func (ru *run) finish(o outcome) (ctrl.Result, error) {
 	now := ru.r.Clock.Now()
+	if o.verified == nil {
+		o.verified = ru.verified
+	}
 	fx := summarize(ru.st, o, now, ru.r.interval(ru.st))
 	msg := o.message
 	if o.kind == idle && o.restored > 0 {
@@ -125,6 +130,9 @@ func (ru *run) sync(ctx context.Context) outcome {
 		return ru.heal(ctx, revision)
 	}
 	ru.fullApply = ru.req.isNew || full
+	if o, ok := ru.verify(ctx, revision); !ok {
+		return o
+	}
 	return ru.attempt(ctx, revision)
 }
 

@@ -43,7 +43,8 @@ func (c *Checkout) Close() error {
 }
 
 // Fetch fetches the source of st as the daemon does — with the credentials of its
-// spec.source.secretRef, read by r (the user's own client) — at revision, or at its
+// spec.source.secretRef, read by r (the user's own client), and when it has
+// spec.source.verify only after the revision's signatures verified — at revision, or at its
 // spec.source.ref when revision is empty. A revision is a full commit SHA, a revision as
 // converge records it ("main@sha1:…"), a fully qualified ref ("refs/pull/7/head"), or a
 // branch or tag name (branch first).
@@ -77,11 +78,41 @@ func Fetch(ctx context.Context, r client.Reader, st *convergev1.SyncTarget, revi
 		_ = co.Close()
 		return nil, err
 	}
+	if err := verify(ctx, r, st, cache, src, rev); err != nil {
+		_ = co.Close()
+		return nil, err
+	}
 	if co.Dir, err = cache.Checkout(ctx, src, rev); err != nil {
 		_ = co.Close()
 		return nil, err
 	}
 	return co, nil
+}
+
+// verify checks the signatures of rev as the daemon does when st has spec.source.verify, with
+// the keys of its Secret read by r, and fails with the daemon's message when they do not
+// verify.
+func verify(ctx context.Context, r client.Reader, st *convergev1.SyncTarget, cache *sources.Cache, src sources.Source, rev sources.Revision) error {
+	v := st.Spec.Source.Verify
+	if v == nil {
+		return nil
+	}
+	secret := &corev1.Secret{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: v.SecretRef.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("the trusted keys secret %s/%s does not exist", st.Namespace, v.SecretRef.Name)
+		}
+		return fmt.Errorf("reading the trusted keys secret %s/%s: %w", st.Namespace, v.SecretRef.Name, err)
+	}
+	keys, err := sources.TrustedKeysFromSecret(secret.Data)
+	if err != nil {
+		return fmt.Errorf("trusted keys secret %s/%s: %w", st.Namespace, v.SecretRef.Name, err)
+	}
+	verifier := &sources.Verifier{Cache: cache}
+	if _, err := verifier.Verify(ctx, src, rev, sources.VerifyMode(st.VerifyMode()), keys); err != nil {
+		return fmt.Errorf("revision %s: %w", rev, err)
+	}
+	return nil
 }
 
 // resolve finds the commit of revision (or of src.Ref when it is empty) on the remote.
