@@ -113,7 +113,7 @@ func TestBackoffAndRateLimit(t *testing.T) {
 		g.Expect(b.reserve(t0)).To(BeZero())
 	}
 	g.Expect(b.reserve(t0)).To(Equal(500 * time.Millisecond))
-	g.Expect(b.reserve(t0.Add(10 * time.Second))).To(BeZero(), "refilled")
+	g.Expect(b.reserve(t0.Add(10*time.Second))).To(BeZero(), "refilled")
 }
 
 // TestSummaryTemplate: spec.summary shapes the text; a broken template is refused.
