@@ -7,14 +7,12 @@ import (
 	gosync "sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -90,11 +88,8 @@ func NewReconciler(c client.Client, apiReader client.Reader, o Options) *Reconci
 // the SyncTarget readiness metric.
 func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	r := NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), o)
-	if err := metrics.Registry.Register(ReadyCollector{Reader: mgr.GetClient()}); err != nil {
-		if !errors.As(err, &prometheus.AlreadyRegisteredError{}) {
-			return nil, err
-		}
-	}
+	reader := client.Reader(mgr.GetClient())
+	ready.reader.Store(&reader)
 	if err := mgr.Add(r); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package notify
 
 import (
 	"context"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -35,22 +37,33 @@ var (
 		[]string{"namespace", "name", "reason"}, nil)
 )
 
+// ready exports converge_synctarget_ready once SetupWithManager gave it the cache.
+var ready = &readyCollector{}
+
 func init() {
-	metrics.Registry.MustRegister(notificationsTotal, notificationFailures, notificationRetries, queueDepth)
+	metrics.Registry.MustRegister(notificationsTotal, notificationFailures, notificationRetries, queueDepth, ready)
 }
 
-// ReadyCollector exports the Ready condition of every SyncTarget in the manager's cache, at
-// scrape time, so that alerts can say which target has not been Ready for how long and
-// why (FetchFailed, HealthCheckFailed, ...).
-type ReadyCollector struct{ Reader client.Reader }
+// readyCollector exports the Ready condition of every SyncTarget in the manager's cache,
+// at scrape time, so that alerts can say which target has not been Ready for how long
+// and why (FetchFailed, HealthCheckFailed, ...).
+type readyCollector struct {
+	reader atomic.Pointer[client.Reader]
+}
 
 // Describe sends the one descriptor.
-func (c ReadyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- readyDesc }
+func (c *readyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- readyDesc }
 
 // Collect lists SyncTargets from the cache (no API request).
-func (c ReadyCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.reader.Load()
+	if r == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	var list convergev1.SyncTargetList
-	if err := c.Reader.List(context.Background(), &list); err != nil {
+	if err := (*r).List(ctx, &list); err != nil {
 		return
 	}
 	for i := range list.Items {
