@@ -173,7 +173,8 @@ func (o *serveOptions) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--watch-label-selector: %w", err)
 		}
-		cacheOpts.ByObject = map[client.Object]cache.ByObject{&convergev1.SyncTarget{}: {Label: sel}}
+		cacheOpts.ByObject = map[client.Object]cache.ByObject{&convergev1.SyncTarget{}: {Label: sel},
+			&convergev1.Notifier{}: {Label: sel}} // a shard reports on its own SyncTargets only
 	}
 	// Secrets (git credentials, webhook tokens) are read one by one when needed: caching
 	// them would watch every Secret of the cluster, which a locked-down daemon may not.
