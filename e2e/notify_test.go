@@ -149,7 +149,7 @@ func TestNotifications(t *testing.T) {
 		g.Eventually(func() []string { _, m := fake.chat(); return m }).WithTimeout(60 * time.Second).Should(HaveLen(1))
 		_, msgs := fake.chat()
 		g.Expect(msgs[0]).To(And(ContainSubstring(s.ns+"/web: rolled back"), ContainSubstring(bad)))
-		g.Consistently(func() []string { _, m := fake.chat(); return m }).WithTimeout(5 * time.Second).Should(HaveLen(1),
+		g.Consistently(func() []string { _, m := fake.chat(); return m }).WithTimeout(5*time.Second).Should(HaveLen(1),
 			"the message is not sent twice")
 		g.Expect(fake.states(badSHA)).To(Equal([]string{"pending", "failure"}), "no status is sent twice after the restart")
 		g.Expect(suite.k8s.Get(ctx, client.ObjectKeyFromObject(chat), cur)).To(Succeed())
