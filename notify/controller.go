@@ -7,6 +7,8 @@ import (
 	gosync "sync"
 	"time"
 
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
@@ -70,6 +73,9 @@ type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
 	opts      Options
+	// events holds the DriftCorrected Events of SyncTargets (nil: drift is not reported).
+	events client.Reader
+	log    logr.Logger
 
 	base    context.Context
 	mu      gosync.Mutex
@@ -84,19 +90,26 @@ func NewReconciler(c client.Client, apiReader client.Reader, o Options) *Reconci
 		workers: map[types.NamespacedName]*worker{}, buckets: map[string]*tokenBucket{}}
 }
 
-// SetupWithManager registers the controller (leader only, like the sync controller) and
-// the SyncTarget readiness metric.
+// SetupWithManager registers the controller (leader only, like the sync controller), its
+// cache of drift correction Events and the SyncTarget readiness metric.
 func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	r := NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), o)
+	r.log = mgr.GetLogger().WithName("notifier")
 	reader := client.Reader(mgr.GetClient())
 	ready.reader.Store(&reader)
 	if err := mgr.Add(r); err != nil {
 		return nil, err
 	}
+	events, err := newDriftEventCache(mgr)
+	if err != nil {
+		return nil, err
+	}
+	r.events = events
 	return r, ctrl.NewControllerManagedBy(mgr).
 		Named("notifier").
 		For(&convergev1.Notifier{}).
 		Watches(&convergev1.SyncTarget{}, handler.EnqueueRequestsFromMapFunc(r.notifiersOf)).
+		WatchesRawSource(source.Kind[client.Object](events, &corev1.Event{}, handler.EnqueueRequestsFromMapFunc(r.notifiersOf))).
 		Complete(r)
 }
 
@@ -172,7 +185,11 @@ func (r *Reconciler) workerFor(ctx context.Context, key types.NamespacedName) (*
 	if base == nil {
 		return nil, errors.New("the notifier reconciler has not started yet")
 	}
-	wctx, cancel := context.WithCancel(ctrl.LoggerInto(base, ctrl.LoggerFrom(ctx)))
+	log := r.log
+	if log.GetSink() == nil {
+		log = ctrl.LoggerFrom(ctx)
+	}
+	wctx, cancel := context.WithCancel(ctrl.LoggerInto(base, log))
 	w := &worker{r: r, key: key, wake: make(chan struct{}, 1), done: make(chan struct{}), stop: cancel}
 	r.workers[key] = w
 	go w.run(wctx)

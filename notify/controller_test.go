@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,6 +61,12 @@ func TestDeliveryAndRestart(t *testing.T) {
 	e.restart() // and a restart with nothing left sends nothing
 	g.Consistently(c.received).WithTimeout(2 * time.Second).Should(HaveLen(3))
 	got := e.get(n)
+	raw, err := json.Marshal(got.Status)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(e.logs.String()).To(ContainSubstring("retrying a notification"), "the logs are captured")
+	for _, where := range []string{string(raw), e.logs.String()} {
+		g.Expect(where).NotTo(ContainSubstring("s3cret"), "the webhook address is a credential")
+	}
 	g.Expect(got.Status.Targets).To(ConsistOf(HaveField("Name", "web")))
 	g.Expect(apimeta.IsStatusConditionTrue(got.Status.Conditions, convergev1.ReadyCondition)).To(BeTrue())
 }
@@ -109,9 +116,11 @@ func TestGiveUpIsRecorded(t *testing.T) {
 	var evs corev1.EventList
 	g.Expect(k8s.List(context.Background(), &evs, client.InNamespace(e.ns))).To(Succeed())
 	evRaw, _ := json.Marshal(evs)
-	for _, secret := range []string{"tok-s3cret-value", "k3y-s3cret", c.srv.URL} {
+	g.Expect(e.logs.String()).To(ContainSubstring("gave up on a notification"), "the logs are captured")
+	for _, secret := range []string{"tok-s3cret-value", "k3y-s3cret"} {
 		g.Expect(string(raw)).NotTo(ContainSubstring(secret))
 		g.Expect(string(evRaw)).NotTo(ContainSubstring(secret))
+		g.Expect(e.logs.String()).NotTo(ContainSubstring(secret))
 	}
 }
 
@@ -184,4 +193,33 @@ func counterValue(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestDriftCorrections: the sync reconciler's DriftCorrected Event (as its recorder writes
+// it, events.k8s.io/v1) reaches the chat; a series that grew is reported again.
+func TestDriftCorrections(t *testing.T) {
+	e := newEnv(t, Options{})
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := newChat(t)
+	e.notifier("team", convergev1.NotificationProvider{Type: "slack", Address: c.srv.URL}, nil)
+	st := e.syncTarget("web", "https://git.example.com/acme/app.git")
+	e.setStatus(st, func(s *convergev1.SyncTargetStatus) { s.LastAppliedRevision = good })
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "web.drift"},
+		EventTime:  metav1.NowMicro(), ReportingController: "converge", ReportingInstance: "converge-1",
+		Action: "Sync", Reason: DriftCorrectedReason, Type: corev1.EventTypeNormal,
+		Regarding: corev1.ObjectReference{APIVersion: convergev1.GroupVersion.String(), Kind: convergev1.SyncTargetKind,
+			Namespace: e.ns, Name: "web", UID: st.UID},
+		Note: "restored 1 objects changed or deleted outside Git (revision " + good + ")",
+	}
+	g.Expect(k8s.Create(ctx, ev)).To(Succeed())
+	g.Eventually(c.received).WithTimeout(20 * time.Second).Should(ConsistOf(
+		And(ContainSubstring(e.ns+"/web: drift corrected"), ContainSubstring("restored 1 objects"))))
+
+	ev.Series = &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NowMicro()}
+	g.Expect(k8s.Update(ctx, ev)).To(Succeed())
+	g.Eventually(c.received).Should(HaveLen(2))
+	g.Expect(c.received()[1]).To(ContainSubstring("2 times since"))
+	g.Consistently(c.received).WithTimeout(2 * time.Second).Should(HaveLen(2))
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -54,9 +55,11 @@ type item struct {
 }
 
 // pendingFor lists what happened to st since cur, oldest first: history entries newer
-// than the cursor, then the start of a deploy, then a stall. Nothing older than since
-// (when the Notifier was created) is reported.
-func pendingFor(n *convergev1.Notifier, st *convergev1.SyncTarget, cur convergev1.NotificationCursor, since time.Time) []item {
+// than the cursor, then the start of a deploy, a stall, and the newest drift correction
+// among the DriftCorrected Events drift. Nothing older than since (when the Notifier
+// was created) is reported.
+func pendingFor(n *convergev1.Notifier, st *convergev1.SyncTarget, cur convergev1.NotificationCursor, since time.Time,
+	drift []corev1.Event) []item {
 	var out []item
 	add := func(f field, key string, m Message) {
 		m.Namespace, m.Target, m.Commit = st.Namespace, st.Name, commitOf(m.Revision)
@@ -79,6 +82,9 @@ func pendingFor(n *convergev1.Notifier, st *convergev1.SyncTarget, cur convergev
 			}
 			add(fieldStalled, key, Message{Event: convergev1.EventStalled, Revision: rev, Message: c.Message})
 		}
+	}
+	if key, m, ok := driftItem(st, drift, cur, since); ok {
+		add(fieldDrift, key, m)
 	}
 	return out
 }

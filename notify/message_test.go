@@ -5,7 +5,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
@@ -83,7 +85,7 @@ func TestPendingFor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got := pendingFor(&tt.n, tt.st, tt.cursor, tt.since)
+			got := pendingFor(&tt.n, tt.st, tt.cursor, tt.since, nil)
 			g.Expect(events(got)).To(Equal(tt.want))
 			for _, it := range got {
 				g.Expect(it.msg.Namespace).To(Equal("ns"))
@@ -132,4 +134,48 @@ func TestSummaryTemplate(t *testing.T) {
 	tmpl, _ = parseSummary(`{{range $i := .Message}}{{end}}`) // ranging over a string fails, not loops
 	_, err = text(tmpl, rolledBackMsg())
 	g.Expect(err).To(HaveOccurred())
+}
+
+// TestDriftItem: the newest DriftCorrected Event of the target not yet reported; a series
+// that grew is reported again, with its count; other targets' and old Events are not.
+func TestDriftItem(t *testing.T) {
+	st := target()
+	st.UID = "st-uid"
+	st.Status.LastAppliedRevision = "main@sha1:aaa"
+	ev := func(uid, name string, at time.Time, count int32) corev1.Event {
+		e := corev1.Event{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid)}, Reason: DriftCorrectedReason,
+			Message:        "restored 2 objects changed or deleted outside Git",
+			InvolvedObject: corev1.ObjectReference{Kind: "SyncTarget", Name: name, UID: "st-uid"},
+			EventTime:      metav1.NewMicroTime(at)}
+		if count > 1 {
+			e.Series = &corev1.EventSeries{Count: count, LastObservedTime: metav1.NewMicroTime(at.Add(time.Minute))}
+		}
+		return e
+	}
+	tests := []struct {
+		name    string
+		evs     []corev1.Event
+		cursor  string
+		wantKey string
+		wantMsg string
+	}{
+		{"newest", []corev1.Event{ev("a", "web", t0, 1), ev("b", "web", t0.Add(time.Hour), 1)}, "", "b/1", "restored 2 objects"},
+		{"already reported", []corev1.Event{ev("b", "web", t0, 1)}, "b/1", "", ""},
+		{"series grew", []corev1.Event{ev("b", "web", t0, 3)}, "b/1", "b/3", "(3 times since"},
+		{"another target", []corev1.Event{ev("c", "api", t0, 1)}, "", "", ""},
+		{"before the notifier", []corev1.Event{ev("d", "web", t0.Add(-time.Hour), 1)}, "", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			key, m, ok := driftItem(st, tt.evs, convergev1.NotificationCursor{Drift: tt.cursor}, t0)
+			g.Expect(ok).To(Equal(tt.wantKey != ""))
+			g.Expect(key).To(Equal(tt.wantKey))
+			if ok {
+				g.Expect(m.Message).To(ContainSubstring(tt.wantMsg))
+				g.Expect(m.Event).To(Equal(convergev1.EventDriftCorrected))
+				g.Expect(m.Revision).To(Equal("main@sha1:aaa"))
+			}
+		})
+	}
 }

@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	gosync "sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +73,25 @@ type env struct {
 	clock *clocktesting.FakeClock
 	opts  Options
 	stop  func()
+	logs  *logBuffer // everything the controller logged, debug lines included
+}
+
+// logBuffer collects log lines.
+type logBuffer struct {
+	mu gosync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) write(prefix, args string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(prefix + " " + args + "\n")
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func newEnv(t *testing.T, opts Options) *env {
@@ -78,7 +99,8 @@ func newEnv(t *testing.T, opts Options) *env {
 	if testing.Short() {
 		t.Skip("needs a local cluster: make test")
 	}
-	e := &env{t: t, ns: fmt.Sprintf("notify-%d", nsSeq.Add(1)), clock: clocktesting.NewFakeClock(time.Now()), opts: opts}
+	e := &env{t: t, ns: fmt.Sprintf("notify-%d", nsSeq.Add(1)), clock: clocktesting.NewFakeClock(time.Now()), opts: opts,
+		logs: &logBuffer{}}
 	e.opts.Clock = e.clock
 	if e.opts.RateLimit == 0 {
 		e.opts.RateLimit = -1 // no limit unless the test sets one
@@ -95,6 +117,7 @@ func (e *env) start() {
 	g := NewWithT(e.t)
 	mgr, err := ctrl.NewManager(admin, ctrl.Options{
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Logger:     funcr.New(e.logs.write, funcr.Options{Verbosity: 1}),
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 	})

@@ -117,12 +117,16 @@ func (w *worker) collect(ctx context.Context, n *convergev1.Notifier) ([]item, m
 		return nil, nil, err
 	}
 	slices.SortFunc(list.Items, func(a, b convergev1.SyncTarget) int { return cmpString(a.Name, b.Name) })
+	drift, err := w.r.driftEvents(ctx, n.Namespace)
+	if err != nil {
+		return nil, nil, err
+	}
 	targets := map[string]bool{}
 	var items []item
 	for i := range list.Items {
 		st := &list.Items[i]
 		targets[st.Name] = true
-		items = append(items, pendingFor(n, st, w.cursor(st.Name), n.CreationTimestamp.Time)...)
+		items = append(items, pendingFor(n, st, w.cursor(st.Name), n.CreationTimestamp.Time, drift)...)
 		if len(items) >= w.r.opts.QueueSize {
 			return items[:w.r.opts.QueueSize], targets, nil
 		}
