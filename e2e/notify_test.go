@@ -27,7 +27,6 @@ type forgeAndChat struct {
 	messages []string
 	chatTry  int
 	chatCode int
-	token    string
 }
 
 type forgeStatus struct {

@@ -106,7 +106,7 @@ func newResults(history []convergev1.HistoryEntry, cursor string, since time.Tim
 		if e.FinishedAt != nil {
 			finished = e.FinishedAt.Time
 		}
-		if finished.Before(since) || !e.StartedAt.Time.After(after) && cursor != "" {
+		if finished.Before(since) || (cursor != "" && !e.StartedAt.After(after)) {
 			break
 		}
 		out = append(out, e)

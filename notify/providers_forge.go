@@ -67,15 +67,21 @@ func statusRequest(p convergev1.NotificationProvider, c credentials, n notificat
 		// POST /2.0/repositories/{workspace}/{repo_slug}/commit/{commit}/statuses/build
 		path = "/2.0/repositories/" + escapePath(fr.repo) + "/commit/" + sha + "/statuses/build"
 		body = map[string]any{"state": state, "key": bitbucketKey(ctxName), "name": ctxName,
-			"description": desc, "url": "https://converge.dev/status/" + n.msg.Namespace + "/" + n.msg.Target}
+			"description": desc, "url": "https://bitbucket.org/" + fr.repo + "/commits/" + sha}
 	}
 	r, err := jsonRequest(fr.base+path, body)
 	if err != nil {
 		return nil, err
 	}
 	r.ident = string(p.Type) + " " + path
+	setForgeAuth(r, p.Type, c)
+	return r, nil
+}
+
+// setForgeAuth sets each forge's documented authentication and media type.
+func setForgeAuth(r *request, t convergev1.ProviderType, c credentials) {
 	r.header.Set("Accept", "application/json")
-	switch p.Type {
+	switch t {
 	case convergev1.GitHubProvider:
 		r.header.Set("Accept", "application/vnd.github+json")
 		r.header.Set("X-GitHub-Api-Version", "2022-11-28")
@@ -91,7 +97,6 @@ func statusRequest(p convergev1.NotificationProvider, c credentials, n notificat
 			r.header.Set("Authorization", "Bearer "+c.token)
 		}
 	}
-	return r, nil
 }
 
 // escapePath escapes each segment of owner/repo.
