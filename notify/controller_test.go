@@ -223,3 +223,38 @@ func TestDriftCorrections(t *testing.T) {
 	g.Expect(c.received()[1]).To(ContainSubstring("2 times since"))
 	g.Consistently(c.received).WithTimeout(2 * time.Second).Should(HaveLen(2))
 }
+
+// TestBoundedQueueAndRateLimit: more results than the queue holds are all delivered, in
+// order, the rest derived again as the queue drains; the provider's rate limit (1/s,
+// burst 1, on the fake clock) spaces the requests.
+func TestBoundedQueueAndRateLimit(t *testing.T) {
+	e := newEnv(t, Options{QueueSize: 2, RateLimit: 1, RateBurst: 1})
+	g := NewWithT(t)
+	c := newChat(t)
+	e.notifier("team", convergev1.NotificationProvider{Type: "slack", Address: c.srv.URL}, nil)
+	st := e.syncTarget("web", "https://git.example.com/acme/app.git")
+	revs := []string{good, bad, next, "main@sha1:4444444444444444444444444444444444444444"}
+	e.setStatus(st, func(s *convergev1.SyncTargetStatus) {
+		for _, rev := range revs {
+			result(rev, convergev1.SyncFailed, "failed "+rev)(s)
+		}
+	})
+	g.Eventually(c.received).WithTimeout(20 * time.Second).Should(HaveLen(1))
+	for i := 2; i <= len(revs); i++ {
+		g.Consistently(c.received).WithTimeout(300 * time.Millisecond).Should(HaveLen(i-1), "held by the rate limit")
+		g.Expect(queueDepthValue()).To(BeNumerically("<=", 2))
+		e.stepWhenWaiting(time.Second)
+		g.Eventually(c.received).Should(HaveLen(i))
+	}
+	for i, rev := range revs {
+		g.Expect(c.received()[i]).To(ContainSubstring("failed " + rev))
+	}
+}
+
+func queueDepthValue() float64 {
+	var m dto.Metric
+	if err := queueDepth.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetGauge().GetValue()
+}

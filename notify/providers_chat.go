@@ -4,9 +4,13 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
+
+// slackEscape escapes the characters Slack reads as markup (links, mentions).
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // SignatureHeader carries "sha256=<hex HMAC-SHA256 of the body>" on generic webhooks
 // whose Secret has an hmacKey.
@@ -65,10 +69,12 @@ func chatRequest(p convergev1.NotificationProvider, c credentials, n notificatio
 	hexColor, decColor := color(n.msg.Event)
 	switch p.Type {
 	case convergev1.SlackProvider:
-		// https://api.slack.com/messaging/webhooks: text is the fallback and notification text.
+		// https://api.slack.com/messaging/webhooks: text is the fallback and notification
+		// text; &, < and > are escaped so that a commit message cannot mention @channel.
+		txt := slackEscape.Replace(n.text)
 		return jsonRequest(addr, map[string]any{
-			"text": n.text,
-			"attachments": []map[string]any{{"color": "#" + hexColor, "fallback": n.text,
+			"text": txt,
+			"attachments": []map[string]any{{"color": "#" + hexColor, "fallback": txt,
 				"fields": []map[string]any{{"title": "Target", "value": n.msg.Namespace + "/" + n.msg.Target, "short": true},
 					{"title": "Event", "value": string(n.msg.Event), "short": true}}}},
 		})

@@ -48,7 +48,7 @@ const sha = "0123456789abcdef0123456789abcdef01234567"
 
 func rolledBackMsg() Message {
 	return Message{Event: convergev1.EventRolledBack, Namespace: "shop", Target: "web", Revision: "main@sha1:" + sha,
-		Commit: sha, Message: "health check failed: Deployment shop/web: ProgressDeadlineExceeded: ReplicaSet \"web-5d4f\" has timed out progressing; rolled back to main@sha1:fff"}
+		Commit: sha, Message: "health check failed: Deployment shop/web: ProgressDeadlineExceeded: ReplicaSet \"web-5d4f\" has timed out progressing <!channel>; rolled back to main@sha1:fff"}
 }
 
 // TestProviderRequests: each provider's request has the documented method, path, headers,
@@ -89,6 +89,7 @@ func TestProviderRequests(t *testing.T) {
 		{"slack", convergev1.SlackProvider, func(g Gomega, s seen) {
 			g.Expect(s.path).To(Equal("/services/T000/B000/XXXX"))
 			g.Expect(s.body["text"]).To(ContainSubstring("shop/web: rolled back"))
+			g.Expect(s.body["text"]).To(ContainSubstring("&lt;!channel&gt;"), "no mention from a message")
 			g.Expect(s.body).To(HaveKey("attachments"))
 		}},
 		{"discord", convergev1.DiscordProvider, func(g Gomega, s seen) {
