@@ -241,7 +241,7 @@ func TestBoundedQueueAndRateLimit(t *testing.T) {
 	})
 	g.Eventually(c.received).WithTimeout(20 * time.Second).Should(HaveLen(1))
 	for i := 2; i <= len(revs); i++ {
-		g.Consistently(c.received).WithTimeout(300 * time.Millisecond).Should(HaveLen(i-1), "held by the rate limit")
+		g.Consistently(c.received).WithTimeout(300*time.Millisecond).Should(HaveLen(i-1), "held by the rate limit")
 		g.Expect(queueDepthValue()).To(BeNumerically("<=", 2))
 		e.stepWhenWaiting(time.Second)
 		g.Eventually(c.received).Should(HaveLen(i))
