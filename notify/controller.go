@@ -2,7 +2,6 @@ package notify
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	gosync "sync"
 	"time"
@@ -166,24 +165,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.stopWorker(req.NamespacedName)
 		return ctrl.Result{}, r.invalid(ctx, &n, err)
 	}
-	w, err := r.workerFor(ctx, req.NamespacedName)
-	if err != nil {
-		return ctrl.Result{}, err
+	w := r.workerFor(ctx, req.NamespacedName)
+	if w == nil { // the manager has not started the workers' context yet
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
 	w.update(&n)
 	return ctrl.Result{}, nil
 }
 
-// workerFor returns the Notifier's worker, started in the manager's context.
-func (r *Reconciler) workerFor(ctx context.Context, key types.NamespacedName) (*worker, error) {
+// workerFor returns the Notifier's worker, started in the manager's context; nil before
+// the manager started it.
+func (r *Reconciler) workerFor(ctx context.Context, key types.NamespacedName) *worker {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w, ok := r.workers[key]; ok {
-		return w, nil
+		return w
 	}
 	base := r.base
 	if base == nil {
-		return nil, errors.New("the notifier reconciler has not started yet")
+		return nil
 	}
 	log := r.log
 	if log.GetSink() == nil {
@@ -193,7 +193,7 @@ func (r *Reconciler) workerFor(ctx context.Context, key types.NamespacedName) (*
 	w := &worker{r: r, key: key, wake: make(chan struct{}, 1), done: make(chan struct{}), stop: cancel}
 	r.workers[key] = w
 	go w.run(wctx)
-	return w, nil
+	return w
 }
 
 func (r *Reconciler) stopWorker(key types.NamespacedName) {

@@ -258,3 +258,33 @@ func queueDepthValue() float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// TestInvalidSummary: a template that does not parse stalls the Notifier (Ready False,
+// InvalidSpec) without sending; once fixed, what happened meanwhile is delivered.
+func TestInvalidSummary(t *testing.T) {
+	e := newEnv(t, Options{})
+	g := NewWithT(t)
+	c := newChat(t)
+	n := e.notifier("team", convergev1.NotificationProvider{Type: "teams", Address: c.srv.URL}, func(n *convergev1.Notifier) {
+		n.Spec.Summary = "{{.Event"
+	})
+	st := e.syncTarget("web", "https://git.example.com/acme/app.git")
+	e.setStatus(st, result(bad, convergev1.SyncFailed, "apply failed"))
+	g.Eventually(func(g Gomega) {
+		ready := apimeta.FindStatusCondition(e.get(n).Status.Conditions, convergev1.ReadyCondition)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(convergev1.InvalidSpecReason))
+		g.Expect(ready.Message).To(ContainSubstring("spec.summary"))
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	g.Consistently(c.attempts).WithTimeout(time.Second).Should(BeZero())
+
+	g.Eventually(func(g Gomega) {
+		cur := e.get(n)
+		cur.Spec.Summary = "{{.Event}} of {{.Target}}"
+		g.Expect(k8s.Update(context.Background(), cur)).To(Succeed())
+	}).Should(Succeed())
+	g.Eventually(c.attempts).WithTimeout(20 * time.Second).Should(Equal(1))
+	g.Eventually(func() string {
+		return apimeta.FindStatusCondition(e.get(n).Status.Conditions, convergev1.ReadyCondition).Reason
+	}).Should(Equal(convergev1.DeliveredReason))
+}

@@ -196,7 +196,8 @@ func (w *worker) flush(ctx context.Context, n *convergev1.Notifier) {
 	if w.status.ObservedGeneration != n.Generation {
 		w.status.ObservedGeneration, w.written = n.Generation, false
 	}
-	if apimeta.FindStatusCondition(w.status.Conditions, convergev1.ReadyCondition) == nil {
+	if c := apimeta.FindStatusCondition(w.status.Conditions, convergev1.ReadyCondition); c == nil ||
+		c.Reason == convergev1.InvalidSpecReason { // the worker runs: the spec is valid now
 		w.setReady(n, metav1.ConditionTrue, convergev1.SucceededReason, "waiting for events")
 	}
 	if w.written {
