@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	gosync "sync"
 
@@ -107,8 +108,8 @@ func (w *worker) collect(ctx context.Context, n *convergev1.Notifier) ([]item, m
 	sel := labels.Everything()
 	if n.Spec.TargetSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(n.Spec.TargetSelector)
-		if err != nil {
-			return nil, nil, nil // reported as InvalidSpec by the reconciler
+		if err != nil { // the reconciler stops the worker of such a spec first
+			return nil, nil, fmt.Errorf("spec.targetSelector: %w", err)
 		}
 		sel = s
 	}
