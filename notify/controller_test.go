@@ -16,6 +16,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
@@ -287,4 +288,40 @@ func TestInvalidSummary(t *testing.T) {
 	g.Eventually(func() string {
 		return apimeta.FindStatusCondition(e.get(n).Status.Conditions, convergev1.ReadyCondition).Reason
 	}).Should(Equal(convergev1.DeliveredReason))
+}
+
+// TestReadyMetric: converge_synctarget_ready says, per SyncTarget, whether it is Ready and
+// why not, from the registry the daemon serves.
+func TestReadyMetric(t *testing.T) {
+	e := newEnv(t, Options{})
+	g := NewWithT(t)
+	ok := e.syncTarget("ok", "https://git.example.com/acme/app.git")
+	broken := e.syncTarget("broken", "https://git.example.com/acme/app.git")
+	setReady := func(status metav1.ConditionStatus, reason string) func(*convergev1.SyncTargetStatus) {
+		return func(s *convergev1.SyncTargetStatus) {
+			s.Conditions = []metav1.Condition{{Type: "Ready", Status: status, Reason: reason, Message: "m", LastTransitionTime: metav1.Now()}}
+		}
+	}
+	e.setStatus(ok, setReady(metav1.ConditionTrue, "Succeeded"))
+	e.setStatus(broken, setReady(metav1.ConditionFalse, "FetchFailed"))
+	g.Eventually(func(g Gomega) {
+		families, err := metrics.Registry.Gather()
+		g.Expect(err).NotTo(HaveOccurred())
+		got := map[string]float64{}
+		for _, f := range families {
+			if f.GetName() != "converge_synctarget_ready" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				l := map[string]string{}
+				for _, p := range m.GetLabel() {
+					l[p.GetName()] = p.GetValue()
+				}
+				if l["namespace"] == e.ns {
+					got[l["name"]+"/"+l["reason"]] = m.GetGauge().GetValue()
+				}
+			}
+		}
+		g.Expect(got).To(Equal(map[string]float64{"ok/Succeeded": 1, "broken/FetchFailed": 0}))
+	}).WithTimeout(20 * time.Second).Should(Succeed())
 }
