@@ -97,9 +97,10 @@ func (e *sendError) Error() string { return e.msg }
 // maxRetryAfter caps how long a Retry-After can hold a Notifier's deliveries back.
 const maxRetryAfter = 10 * time.Minute
 
-// send sends req and classifies the answer. Errors name the provider's host and path
-// only for forges (no secret there); a chat webhook's URL is its credential and never
-// appears: kind names it instead.
+// send sends req and classifies the answer. Errors never quote the URL (a chat webhook's
+// URL is its credential): kind names the provider instead. A forge's own explanation
+// (its JSON "message", e.g. GitHub's "No commit found for SHA") is added, cut short and
+// with the request's credentials removed should the forge echo them.
 func send(ctx context.Context, hc *http.Client, req *request, kind string, now time.Time) error {
 	hr, err := http.NewRequestWithContext(ctx, req.method, req.url, bytes.NewReader(req.body))
 	if err != nil {
@@ -111,12 +112,17 @@ func send(ctx context.Context, hc *http.Client, req *request, kind string, now t
 		return &sendError{retryable: ctx.Err() == nil, msg: kind + ": " + transportReason(err)}
 	}
 	defer func() { _ = resp.Body.Close() }()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
 	e := &sendError{code: resp.StatusCode, msg: fmt.Sprintf("%s answered %d %s", kind, resp.StatusCode,
 		http.StatusText(resp.StatusCode))}
+	if req.ident != "" {
+		if m := forgeMessage(body, req.header); m != "" {
+			e.msg += ": " + m
+		}
+	}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		e.retryable = true
 		e.retryAfter = retryAfter(resp.Header.Get("Retry-After"), now)
@@ -147,4 +153,32 @@ func retryAfter(v string, now time.Time) time.Duration {
 		d = t.Sub(now)
 	}
 	return min(max(d, 0), maxRetryAfter)
+}
+
+// forgeMessage is the "message" of a forge's JSON error (GitHub, Gitea, GitLab) or
+// Bitbucket's "error.message", at most 200 runes, without the request's credentials.
+func forgeMessage(body []byte, h http.Header) string {
+	var v struct {
+		Message json.RawMessage `json:"message"`
+		Error   struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return ""
+	}
+	var m string
+	if json.Unmarshal(v.Message, &m) != nil {
+		m = string(v.Message) // GitLab may answer {"message": {"field": ["reason"]}}
+	}
+	if m == "" {
+		m = v.Error.Message
+	}
+	_, auth, _ := strings.Cut(h.Get("Authorization"), " ")
+	for _, secret := range []string{auth, h.Get("PRIVATE-TOKEN")} {
+		if len(secret) >= 4 {
+			m = strings.ReplaceAll(m, secret, "***")
+		}
+	}
+	return cut(strings.TrimSpace(m), 200)
 }

@@ -241,3 +241,36 @@ func TestForgeStates(t *testing.T) {
 	g.Expect(req).To(BeNil())
 	g.Expect(bitbucketKey(strings.Repeat("n", 60))).To(HaveLen(40))
 }
+
+// TestForgeErrorsSayWhy: a forge's refusal carries its own explanation, never the token.
+func TestForgeErrorsSayWhy(t *testing.T) {
+	tests := []struct {
+		typ  convergev1.ProviderType
+		code int
+		body string
+		want string
+	}{
+		{"github", http.StatusUnprocessableEntity, `{"message":"No commit found for SHA: 0123","documentation_url":"https://docs.github.com"}`, "422 Unprocessable Entity: No commit found for SHA"},
+		{"gitlab", http.StatusBadRequest, `{"message":{"state":["is invalid"]}}`, `400 Bad Request: {"state":["is invalid"]}`},
+		{"bitbucket", http.StatusNotFound, `{"type":"error","error":{"message":"Repository not found"}}`, "404 Not Found: Repository not found"},
+		{"gitea", http.StatusUnauthorized, `{"message":"token is required: got token tok-s3cret"}`, "got token ***"},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.typ), func(t *testing.T) {
+			g := NewWithT(t)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.code)
+				_, _ = w.Write([]byte(tt.body))
+			}))
+			t.Cleanup(srv.Close)
+			req, err := buildRequest(convergev1.NotificationProvider{Type: tt.typ, Address: srv.URL, Repository: "acme/app"},
+				credentials{token: "tok-s3cret", username: "u", password: "p"}, notification{msg: rolledBackMsg()})
+			g.Expect(err).NotTo(HaveOccurred())
+			err = send(context.Background(), http.DefaultClient, req, string(tt.typ), time.Now())
+			g.Expect(err).To(MatchError(ContainSubstring(tt.want)))
+			g.Expect(err.Error()).NotTo(ContainSubstring("tok-s3cret"))
+			g.Expect(err.(*sendError).retryable).To(BeFalse())
+		})
+	}
+}
