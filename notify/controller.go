@@ -165,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.stopWorker(req.NamespacedName)
 		return ctrl.Result{}, r.invalid(ctx, &n, err)
 	}
-	w := r.workerFor(ctx, req.NamespacedName)
+	w := r.workerFor(ctx, &n)
 	if w == nil { // the manager has not started the workers' context yet
 		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
@@ -175,7 +175,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // workerFor returns the Notifier's worker, started in the manager's context; nil before
 // the manager started it.
-func (r *Reconciler) workerFor(ctx context.Context, key types.NamespacedName) *worker {
+func (r *Reconciler) workerFor(ctx context.Context, n *convergev1.Notifier) *worker {
+	key := client.ObjectKeyFromObject(n)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w, ok := r.workers[key]; ok {
@@ -190,7 +191,8 @@ func (r *Reconciler) workerFor(ctx context.Context, key types.NamespacedName) *w
 		log = ctrl.LoggerFrom(ctx)
 	}
 	wctx, cancel := context.WithCancel(ctrl.LoggerInto(base, log))
-	w := &worker{r: r, key: key, wake: make(chan struct{}, 1), done: make(chan struct{}), stop: cancel}
+	w := &worker{r: r, key: key, wake: make(chan struct{}, 1), done: make(chan struct{}), stop: cancel,
+		notifier: n.DeepCopy()} // set before it runs: the loop reads it first thing
 	r.workers[key] = w
 	go w.run(wctx)
 	return w
