@@ -26,7 +26,11 @@ func TestCRDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(crds) != 1 || crds[0].Name != "synctargets.converge.dev" {
-		t.Fatalf("CRDs() = %d CRDs, want synctargets.converge.dev", len(crds))
+	names := make([]string, 0, len(crds))
+	for _, c := range crds {
+		names = append(names, c.Name)
+	}
+	if len(crds) != 2 || names[0] != "notifiers.converge.dev" || names[1] != "synctargets.converge.dev" {
+		t.Fatalf("CRDs() = %v, want notifiers.converge.dev and synctargets.converge.dev", names)
 	}
 }

@@ -23,7 +23,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &SyncTarget{}, &SyncTargetList{})
+	s.AddKnownTypes(GroupVersion, &SyncTarget{}, &SyncTargetList{}, &Notifier{}, &NotifierList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

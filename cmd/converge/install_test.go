@@ -102,7 +102,7 @@ func TestInstallManifests(t *testing.T) {
 	mt := installObjects(t, runCommand(t, "install", "--export", "--multi-tenant"))
 
 	for _, key := range []string{"Namespace/converge-system", "CustomResourceDefinition/synctargets.converge.dev",
-		"ServiceAccount/converge", "Deployment/converge", "Service/converge-webhook"} {
+		"CustomResourceDefinition/notifiers.converge.dev", "ServiceAccount/converge", "Deployment/converge", "Service/converge-webhook"} {
 		g.Expect(def).To(HaveKey(key))
 		g.Expect(mt).To(HaveKey(key))
 	}
@@ -115,7 +115,7 @@ func TestInstallManifests(t *testing.T) {
 		g.Expect(string(doc)).NotTo(ContainSubstring("cluster-admin"), key)
 	}
 
-	// The locked-down role: no wildcard, no write access beyond SyncTargets and events.
+	// The locked-down role: no wildcard, no write access beyond SyncTargets, Notifiers' status and events.
 	role := &rbacv1.ClusterRole{}
 	g.Expect(yaml.UnmarshalStrict(mt["ClusterRole/converge-multi-tenant"], role)).To(Succeed())
 	writes := map[string]bool{}
@@ -137,6 +137,7 @@ func TestInstallManifests(t *testing.T) {
 	g.Expect(writes).To(Equal(map[string]bool{
 		"synctargets:update": true, "synctargets:patch": true,
 		"synctargets/status:update": true, "synctargets/status:patch": true, "synctargets/finalizers:update": true,
+		"notifiers/status:update": true, "notifiers/status:patch": true,
 		"events:create": true, "events:patch": true, "serviceaccounts:impersonate": true,
 	}))
 	g.Expect(string(mt["ClusterRoleBinding/converge-multi-tenant"])).To(ContainSubstring("name: converge-multi-tenant"))

@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/notify"
 	"github.com/converge-gitops/converge/sources"
 	convergesync "github.com/converge-gitops/converge/sync"
 	"github.com/converge-gitops/converge/sync/render"
@@ -172,7 +173,8 @@ func (o *serveOptions) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--watch-label-selector: %w", err)
 		}
-		cacheOpts.ByObject = map[client.Object]cache.ByObject{&convergev1.SyncTarget{}: {Label: sel}}
+		cacheOpts.ByObject = map[client.Object]cache.ByObject{&convergev1.SyncTarget{}: {Label: sel},
+			&convergev1.Notifier{}: {Label: sel}} // a shard reports on its own SyncTargets only
 	}
 	// Secrets (git credentials, webhook tokens) are read one by one when needed: caching
 	// them would watch every Secret of the cluster, which a locked-down daemon may not.
@@ -233,6 +235,9 @@ func (o *serveOptions) run(ctx context.Context) error {
 	}
 	if err := r.SetupWithManager(ctx, mgr, syncOpts); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
+	}
+	if _, err := notify.SetupWithManager(mgr, notify.Options{}); err != nil {
+		return fmt.Errorf("setting up the notifier controller: %w", err)
 	}
 	return mgr.Start(ctx)
 }

@@ -1,0 +1,153 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+)
+
+// process delivers one item (or only marks it seen), retrying with backoff, and records
+// the cursor. When ctx ends before the item is done, nothing is recorded: the next
+// instance derives it again and delivers it.
+func (w *worker) process(ctx context.Context, n *convergev1.Notifier, it item) {
+	cur := w.cursor(it.target)
+	result, digest, err := w.deliver(ctx, n, it, cur.Digest)
+	if ctx.Err() != nil {
+		return
+	}
+	it.advance(&cur)
+	if digest != "" {
+		cur.Digest = digest
+	}
+	w.setCursor(cur)
+	w.written = false
+	switch result {
+	case "delivered":
+		w.status.Delivered++
+		w.setReady(n, metav1.ConditionTrue, convergev1.DeliveredReason,
+			fmt.Sprintf("delivered %s of %s/%s", it.msg.Event, it.msg.Namespace, it.target))
+	case "failed":
+		w.status.Failed++
+		notificationFailures.WithLabelValues(string(n.Spec.Provider.Type)).Inc()
+		w.setReady(n, metav1.ConditionFalse, convergev1.DeliveryFailedReason,
+			fmt.Sprintf("gave up on %s of %s/%s: %v", it.msg.Event, it.msg.Namespace, it.target, err))
+		ctrl.LoggerFrom(ctx).Info("gave up on a notification", "target", it.target, "event", it.msg.Event, "error", err.Error())
+	}
+	if result != "" {
+		notificationsTotal.WithLabelValues(result).Inc()
+	}
+	w.flush(ctx, n)
+}
+
+// deliver sends it unless it is only to be marked seen, has nothing to say to this
+// provider, or is identical to the last message sent for its target. result is
+// "delivered", "failed", "deduplicated" or "" (nothing sent).
+func (w *worker) deliver(ctx context.Context, n *convergev1.Notifier, it item, lastDigest string) (result, digest string, err error) {
+	if !it.send {
+		return "", "", nil
+	}
+	req, err := w.request(ctx, n, it)
+	if err != nil {
+		return "failed", "", err
+	}
+	if req == nil {
+		return "", "", nil
+	}
+	digest = req.digest()
+	if digest == lastDigest {
+		return "deduplicated", digest, nil
+	}
+	kind := string(n.Spec.Provider.Type)
+	for try := 1; ; try++ {
+		if !w.sleep(ctx, w.r.limiter(n).reserve(w.r.opts.Clock.Now())) {
+			return "", "", ctx.Err()
+		}
+		err = send(ctx, w.r.opts.HTTPClient, req, kind, w.r.opts.Clock.Now())
+		if err == nil {
+			return "delivered", digest, nil
+		}
+		var se *sendError
+		if !errors.As(err, &se) || !se.retryable || try >= w.r.opts.MaxTries {
+			if se != nil && se.retryable {
+				err = fmt.Errorf("%w (after %d tries)", err, try)
+			}
+			return "failed", "", err
+		}
+		notificationRetries.WithLabelValues(kind).Inc()
+		wait := backoff(try, w.r.opts.BaseBackoff, w.r.opts.MaxBackoff, se.retryAfter, w.r.opts.Jitter)
+		ctrl.LoggerFrom(ctx).V(1).Info("retrying a notification", "target", it.target, "error", err.Error(), "after", wait)
+		if !w.sleep(ctx, wait) {
+			return "", "", ctx.Err()
+		}
+	}
+}
+
+// request builds the provider's request: the message text and the credentials.
+func (w *worker) request(ctx context.Context, n *convergev1.Notifier, it item) (*request, error) {
+	tmpl, err := parseSummary(n.Spec.Summary)
+	if err != nil {
+		return nil, err
+	}
+	txt, err := text(tmpl, it.msg)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := w.credentials(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	return buildRequest(n.Spec.Provider, creds, notification{msg: it.msg, text: txt, sourceURL: it.source})
+}
+
+// credentials reads the Notifier's Secret by name (Secrets are never cached or listed).
+// Errors name the Secret and the problem, never a value.
+func (w *worker) credentials(ctx context.Context, n *convergev1.Notifier) (credentials, error) {
+	ref := n.Spec.Provider.SecretRef
+	if ref == nil {
+		return credentials{}, nil
+	}
+	var s corev1.Secret
+	if err := w.r.APIReader.Get(ctx, types.NamespacedName{Namespace: n.Namespace, Name: ref.Name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return credentials{}, fmt.Errorf("secret %q not found", ref.Name)
+		}
+		return credentials{}, fmt.Errorf("reading secret %q: %s", ref.Name, apierrors.ReasonForError(err))
+	}
+	v := func(k string) string { return string(s.Data[k]) }
+	return credentials{token: v("token"), username: v("username"), password: v("password"),
+		hmacKey: v("hmacKey"), address: v("address")}, nil
+}
+
+// sleep waits d on the injected clock; false when ctx ended first.
+func (w *worker) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-w.r.opts.Clock.After(d):
+		return true
+	}
+}
+
+// statusPatch is a merge patch that sets every field of the status, empty ones included.
+func statusPatch(s convergev1.NotifierStatus) ([]byte, error) {
+	return json.Marshal(map[string]any{"status": map[string]any{
+		"observedGeneration": s.ObservedGeneration,
+		"conditions":         s.Conditions,
+		"targets":            s.Targets,
+		"delivered":          s.Delivered,
+		"failed":             s.Failed,
+	}})
+}
