@@ -333,7 +333,7 @@ func (d *daemon) pid() int { return d.cmd.Process.Pid }
 func (d *daemon) running() error {
 	select {
 	case <-d.exited:
-		return fmt.Errorf("converge serve (%s) exited: %v%s", d.name, d.waitErr, d.tail())
+		return fmt.Errorf("%s exited: %v%s", d.name, d.waitErr, d.tail())
 	default:
 		return nil
 	}

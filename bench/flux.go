@@ -72,6 +72,9 @@ func (b *Bench) startFlux(ctx context.Context, name string) (*flux, error) {
 		ports[i] = p
 	}
 	storage := filepath.Join(b.work, "cache-flux-"+name)
+	if err := os.MkdirAll(storage, 0o755); err != nil {
+		return nil, err
+	}
 	f := &flux{
 		source: &daemon{name: "flux-source-" + name, log: filepath.Join(b.work, "flux-source-"+name+".log"),
 			metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), probeURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])},
@@ -129,7 +132,7 @@ func waitProbe(ctx context.Context, d *daemon, timeout time.Duration) error {
 func (b *Bench) stopFlux(f *flux) {
 	b.stopDaemon(f.kustomize)
 	b.stopDaemon(f.source)
-	_ = removeTree(filepath.Join(b.work, "cache-"+strings.TrimPrefix(f.source.name, "flux-source-")))
+	_ = removeTree(filepath.Join(b.work, "cache-flux-"+strings.TrimPrefix(f.source.name, "flux-source-")))
 }
 
 // running returns an error when either controller stopped on its own.

@@ -203,8 +203,7 @@ func (b *Bench) fluxChange(ctx context.Context, f *flux, g *bigGroup, ns, value 
 // interval for the measurement (its default is 10m).
 func (b *Bench) fluxDrift(ctx context.Context, f *flux, ns string) (time.Duration, error) {
 	poll := time.Duration(b.cfg.PollIntervalSeconds) * time.Second
-	patch := fmt.Appendf(nil, `{"spec":{"interval":%q}}`, poll.String())
-	if _, err := b.floor.Resource(kustomizationGVR).Namespace(benchNamespace).Patch(ctx, bigTarget, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := b.setFluxInterval(ctx, f, poll); err != nil {
 		return 0, err
 	}
 	name := bigConfigMap(min(1, b.cfg.BigConfigMaps-1))
@@ -229,4 +228,24 @@ func (b *Bench) fluxDrift(ctx context.Context, f *flux, ns string) (time.Duratio
 		return 0, fmt.Errorf("waiting for %s/%s to be restored: %w%s", ns, name, err, f.kustomize.tail())
 	}
 	return at.Sub(start), nil
+}
+
+// setFluxInterval changes the Kustomization's interval and waits until Flux reconciled the
+// new generation, so that the reconcile the spec change causes is over before a measurement.
+func (b *Bench) setFluxInterval(ctx context.Context, f *flux, interval time.Duration) error {
+	patch := fmt.Appendf(nil, `{"spec":{"interval":%q}}`, interval.String())
+	u, err := b.floor.Resource(kustomizationGVR).Namespace(benchNamespace).Patch(ctx, bigTarget, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return err
+	}
+	revision, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+	w, last, err := b.watchKustomizations(ctx, []string{bigTarget}, 5*time.Minute,
+		func(u *unstructured.Unstructured) bool { return fluxReady(u, revision) })
+	if err != nil {
+		return err
+	}
+	if _, err := w.wait(); err != nil {
+		return fluxWaitError(err, last, f)
+	}
+	return nil
 }
