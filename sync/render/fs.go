@@ -50,6 +50,9 @@ type confinedFS struct {
 	guardYAML bool
 	// readHook, when set (tests only), runs before every file read.
 	readHook func(ctx context.Context, rel string)
+	// keys decrypt SOPS-encrypted files as they are read (sops.go); nil, such a file
+	// fails the render.
+	keys *Keys
 
 	mu    sync.Mutex
 	cache map[string][]byte
@@ -246,6 +249,9 @@ func (c *confinedFS) readFile(r resolved, display string) ([]byte, error) {
 		if err := guardYAML(b, c.limits); err != nil {
 			return nil, &Error{File: display, Err: err}
 		}
+	}
+	if b, err = decryptSOPS(r.rel, b, c.keys, c.limits); err != nil {
+		return nil, &Error{File: display, Err: err}
 	}
 	c.files++
 	c.total += int64(len(b))
