@@ -16,9 +16,9 @@ import (
 
 // sopsMetadata is the part of a file's "sops" metadata that decryption needs.
 type sopsMetadata struct {
-	Age     []sopsAgeKey `yaml:"age" json:"age"`
-	PGP     []sopsPGPKey `yaml:"pgp" json:"pgp"`
-	KMS     []struct {
+	Age []sopsAgeKey `yaml:"age" json:"age"`
+	PGP []sopsPGPKey `yaml:"pgp" json:"pgp"`
+	KMS []struct {
 		ARN string `yaml:"arn" json:"arn"`
 	} `yaml:"kms" json:"kms"`
 	GCPKMS []struct {

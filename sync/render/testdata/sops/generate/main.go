@@ -23,20 +23,20 @@ import (
 	"github.com/getsops/sops/v3/aes"
 	sopsage "github.com/getsops/sops/v3/age"
 	"github.com/getsops/sops/v3/cmd/sops/common"
+	"github.com/getsops/sops/v3/config"
 	"github.com/getsops/sops/v3/pgp"
 	"github.com/getsops/sops/v3/stores/dotenv"
 	"github.com/getsops/sops/v3/stores/json"
 	"github.com/getsops/sops/v3/stores/yaml"
 	"github.com/getsops/sops/v3/version"
-	"github.com/getsops/sops/v3/config"
 )
 
 type fixture struct {
-	name, plain                    string
-	store                          store
-	age, pgp                       bool
-	encryptedRegex, unencSuffix    string
-	macOnlyEncrypted               bool
+	name, plain                 string
+	store                       store
+	age, pgp                    bool
+	encryptedRegex, unencSuffix string
+	macOnlyEncrypted            bool
 }
 
 func main() {
