@@ -87,10 +87,7 @@ func newEncryptionRules(m *sopsMetadata) (encryptionRules, error) {
 
 // encrypted mirrors sops' Tree.shouldBeEncrypted, without the comment rules.
 func (r encryptionRules) encrypted(path []string) bool {
-	enc := true
-	if r.unencryptedSuffix != "" && anyKey(path, func(k string) bool { return strings.HasSuffix(k, r.unencryptedSuffix) }) {
-		enc = false
-	}
+	enc := r.unencryptedSuffix == "" || !anyKey(path, func(k string) bool { return strings.HasSuffix(k, r.unencryptedSuffix) })
 	if r.encryptedSuffix != "" {
 		enc = anyKey(path, func(k string) bool { return strings.HasSuffix(k, r.encryptedSuffix) })
 	}

@@ -1,0 +1,186 @@
+package render
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	"filippo.io/age"
+	"github.com/ProtonMail/go-crypto/openpgp"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+const sopsSecretYAML = `apiVersion: v1
+kind: Secret
+metadata:
+  name: db
+stringData:
+  password: yaml-plaintext-hunter2
+data:
+  token: ` + "dG9rZW4tcGxhaW50ZXh0LXZhbHVl" + `
+`
+
+const sopsConfigJSON = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"},
+ "data": {"endpoint": "json-plaintext-endpoint", "retries": "3"}}`
+
+// testKeyring is the Keys a SyncTarget's decryption Secret holding k would give.
+func testKeyring(t testing.TB, k testKeys) *Keys {
+	t.Helper()
+	keys, err := ParseKeys(k.secretData(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func ageOnly(k testKeys) sopsEncrypter {
+	return sopsEncrypter{age: []*age.X25519Recipient{k.age.Recipient()}, encryptedRegex: "^(data|stringData)$"}
+}
+
+func pgpOnly(k testKeys) sopsEncrypter {
+	return sopsEncrypter{pgp: []*openpgp.Entity{k.pgp}}
+}
+
+func byName(objs []*unstructured.Unstructured, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+func TestSOPSPlainManifests(t *testing.T) {
+	k := newTestKeys(t)
+	root, _ := newRepo(t)
+	write(t, root, "app/secret.yaml", string(ageOnly(k).encrypt(t, "secret.yaml", []byte(sopsSecretYAML))))
+	write(t, root, "app/config.json", string(pgpOnly(k).encrypt(t, "config.json", []byte(sopsConfigJSON))))
+	write(t, root, "app/plain.yaml", cm("plain", "sops: {mac: x, lastmodified: y}"))
+
+	g := NewWithT(t)
+	res, err := render(Options{Root: root, Path: "app", Decryption: testKeyring(t, k)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ids(res.Objects)).To(ConsistOf("ConfigMap cfg", "ConfigMap plain", "Secret db"))
+	secret := byName(res.Objects, "db")
+	g.Expect(secret.Object["stringData"]).To(Equal(map[string]any{"password": "yaml-plaintext-hunter2"}))
+	g.Expect(secret.Object["data"]).To(Equal(map[string]any{"token": "dG9rZW4tcGxhaW50ZXh0LXZhbHVl"}))
+	g.Expect(secret.Object).NotTo(HaveKey("sops"))
+	g.Expect(byName(res.Objects, "cfg").Object["data"]).To(Equal(map[string]any{"endpoint": "json-plaintext-endpoint", "retries": "3"}))
+	g.Expect(byName(res.Objects, "plain").Object["data"]).To(Equal(map[string]any{"key": "sops: {mac: x, lastmodified: y}"}),
+		"a file that is not SOPS-encrypted passes untouched")
+}
+
+func TestSOPSKustomizeSecretGenerator(t *testing.T) {
+	k := newTestKeys(t)
+	root, _ := newRepo(t)
+	write(t, root, "app/kustomization.yaml", `resources: [secret.yaml]
+secretGenerator:
+- name: generated
+  envs: [app.env]
+  files: [tls.crt]
+generatorOptions: {disableNameSuffixHash: true}
+`)
+	write(t, root, "app/secret.yaml", string(ageOnly(k).encrypt(t, "secret.yaml", []byte(sopsSecretYAML))))
+	write(t, root, "app/app.env", string(pgpOnly(k).encrypt(t, "app.env", []byte("DB_PASSWORD=env-plaintext-pw\nDB_USER=admin\n"))))
+	write(t, root, "app/tls.crt", string(ageOnly(k).encrypt(t, "tls.crt", []byte("binary-plaintext-cert\n"))))
+
+	g := NewWithT(t)
+	res, err := render(Options{Root: root, Path: "app", Decryption: testKeyring(t, k)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Kustomized).To(BeTrue())
+	gen := byName(res.Objects, "generated")
+	g.Expect(gen).NotTo(BeNil())
+	b64 := base64.StdEncoding.EncodeToString
+	g.Expect(gen.Object["data"]).To(Equal(map[string]any{
+		"DB_PASSWORD": b64([]byte("env-plaintext-pw")), "DB_USER": b64([]byte("admin")),
+		"tls.crt": b64([]byte("binary-plaintext-cert\n")),
+	}))
+	g.Expect(byName(res.Objects, "db").Object["stringData"]).To(Equal(map[string]any{"password": "yaml-plaintext-hunter2"}))
+}
+
+func TestSOPSFailures(t *testing.T) {
+	k, other := newTestKeys(t), newTestKeys(t)
+	enc := string(ageOnly(k).encrypt(t, "secret.yaml", []byte(sopsSecretYAML)))
+	tests := []struct {
+		name    string
+		content string
+		keys    *Keys
+		want    []string
+	}{{
+		name: "no spec.decryption", content: enc, keys: nil,
+		want: []string{"render app/secret.yaml", "SOPS-encrypted", "no spec.decryption"},
+	}, {
+		name: "MAC mismatch", content: strings.Replace(enc, "name: db", "name: dc", 1), keys: testKeyring(t, k),
+		want: []string{"render app/secret.yaml", "MAC mismatch"},
+	}, {
+		name: "tampered value", content: tamperValue(t, enc, "password: "), keys: testKeyring(t, k),
+		want: []string{"render app/secret.yaml", "value at stringData.password", "authentication failed"},
+	}, {
+		name: "encrypted for another key", content: enc, keys: testKeyring(t, other),
+		want: []string{"render app/secret.yaml", "no key for this file", "age recipients " + k.age.Recipient().String(),
+			"the decryption Secret holds age recipients " + other.age.Recipient().String(), "OpenPGP fingerprints " + other.fingerprint()},
+	}, {
+		name: "pgp file, no pgp key", content: string(pgpOnly(k).encrypt(t, "secret.yaml", []byte(sopsSecretYAML))), keys: &Keys{},
+		want: []string{"render app/secret.yaml", "OpenPGP fingerprints " + k.fingerprint(), "the decryption Secret holds no keys"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			root, _ := newRepo(t)
+			write(t, root, "app/secret.yaml", tt.content)
+			for _, path := range []string{"app", "kust"} {
+				write(t, root, "kust/kustomization.yaml", "resources: [../app/secret.yaml]\n")
+				res, err := render(Options{Root: root, Path: path, Decryption: tt.keys})
+				expectFailure(g, res, err, ErrDecryption, "")
+				for _, w := range tt.want {
+					g.Expect(err.Error()).To(ContainSubstring(w))
+				}
+				for _, secret := range []string{"hunter2", "AGE-SECRET-KEY", "PRIVATE KEY", "ENC["} {
+					g.Expect(err.Error()).NotTo(ContainSubstring(secret))
+				}
+			}
+		})
+	}
+}
+
+// tamperValue flips one byte of the ciphertext of the value after marker.
+func tamperValue(t testing.TB, s, marker string) string {
+	t.Helper()
+	i := strings.Index(s, marker+"ENC[AES256_GCM,data:")
+	if i < 0 {
+		t.Fatalf("no %q in the file", marker)
+	}
+	j := i + len(marker+"ENC[AES256_GCM,data:")
+	c := byte('A')
+	if s[j] == 'A' {
+		c = 'B'
+	}
+	return s[:j] + string(c) + s[j+1:]
+}
+
+func TestParseKeys(t *testing.T) {
+	k := newTestKeys(t)
+	data := k.secretData(t)
+	tests := []struct {
+		name string
+		data map[string][]byte
+		want string
+	}{
+		{"bad age identity", map[string][]byte{"x.agekey": []byte("AGE-SECRET-KEY-1NOTAKEYATALL")}, `key "x.agekey": not an age identity file`},
+		{"bad pgp key", map[string][]byte{"x.asc": []byte("-----BEGIN PGP PRIVATE KEY BLOCK-----\nnope\n")}, `key "x.asc": not an ASCII-armored OpenPGP key`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := ParseKeys(tt.data)
+			g.Expect(err).To(MatchError(ContainSubstring(tt.want)))
+			g.Expect(err).To(MatchError(ErrDecryption))
+			g.Expect(err.Error()).NotTo(ContainSubstring("NOTAKEYATALL"))
+		})
+	}
+	g := NewWithT(t)
+	keys, err := ParseKeys(data)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(keys.String()).To(Equal("age recipients " + k.age.Recipient().String() + "; OpenPGP fingerprints " + k.fingerprint()))
+}
