@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"filippo.io/age/armor"
 	"github.com/ProtonMail/go-crypto/openpgp"
 	pgparmor "github.com/ProtonMail/go-crypto/openpgp/armor"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
 
 // Keys are the private keys a render decrypts SOPS files with. The zero value holds
@@ -197,4 +200,33 @@ func describeRecipients(ages, pgps, others []string) string {
 		return "no recipients"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// SecretGetter reads the data of a Secret.
+type SecretGetter func(ctx context.Context, namespace, name string) (map[string][]byte, error)
+
+// KeysFor returns the Keys a SyncTarget's spec.decryption gives, reading its Secret (in
+// the SyncTarget's namespace) with get: nil when the SyncTarget decrypts nothing, an
+// empty Keys when it names no Secret. Its errors are *Error of class ErrDecryption and
+// keep get's error in their chain (a missing Secret is apierrors.IsNotFound).
+func KeysFor(ctx context.Context, st *convergev1.SyncTarget, get SecretGetter) (*Keys, error) {
+	dec := st.Spec.Decryption
+	if dec == nil {
+		return nil, nil
+	}
+	if dec.Provider != "sops" {
+		return nil, &Error{Err: fmt.Errorf("%w: unsupported decryption provider %q", ErrDecryption, dec.Provider)}
+	}
+	if dec.SecretRef == nil {
+		return &Keys{}, nil
+	}
+	data, err := get(ctx, st.Namespace, dec.SecretRef.Name)
+	if err != nil {
+		return nil, &Error{Err: fmt.Errorf("%w: reading the decryption Secret %s/%s: %w", ErrDecryption, st.Namespace, dec.SecretRef.Name, err)}
+	}
+	keys, err := ParseKeys(data)
+	if err != nil {
+		return nil, &Error{Err: fmt.Errorf("decryption Secret %s/%s: %w", st.Namespace, dec.SecretRef.Name, err)}
+	}
+	return keys, nil
 }
