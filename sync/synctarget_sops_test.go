@@ -76,14 +76,18 @@ func TestSOPSFailuresApplyNothing(t *testing.T) {
 	}{{
 		name:   "no spec.decryption",
 		mutate: func(*fixture, sopstest.Keys) func(*convergev1.SyncTarget) { return nil },
-		want:   func(sopstest.Keys) string { return "render deploy/secret.yaml: decryption failed: the file is SOPS-encrypted" },
+		want: func(sopstest.Keys) string {
+			return "render deploy/secret.yaml: decryption failed: the file is SOPS-encrypted"
+		},
 	}, {
 		name: "keys for another recipient",
 		mutate: func(f *fixture, _ sopstest.Keys) func(*convergev1.SyncTarget) {
 			f.keysSecret("other", sopstest.NewKeys(f.t))
 			return withDecryption("other")
 		},
-		want: func(k sopstest.Keys) string { return "no key for this file: it is encrypted for age recipients " + k.Age.Recipient().String() },
+		want: func(k sopstest.Keys) string {
+			return "no key for this file: it is encrypted for age recipients " + k.Age.Recipient().String()
+		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
