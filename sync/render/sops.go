@@ -38,7 +38,7 @@ func decryptSOPS(name string, b []byte, keys *Keys, limits Limits) ([]byte, erro
 		return nil, classErr(ErrDecryption, "SOPS-encrypted file: %s", err.Error())
 	}
 	if keys == nil {
-		return nil, classErr(ErrDecryption, "the file is SOPS-encrypted and the SyncTarget sets no spec.decryption")
+		return nil, classErr(ErrDecryption, "the file is SOPS-encrypted and no decryption is configured (spec.decryption)")
 	}
 	out, err := doc.decrypt(keys)
 	if err != nil {

@@ -109,7 +109,7 @@ func TestSOPSFailures(t *testing.T) {
 		want    []string
 	}{{
 		name: "no spec.decryption", content: enc, keys: nil,
-		want: []string{"render app/secret.yaml", "SOPS-encrypted", "no spec.decryption"},
+		want: []string{"render app/secret.yaml", "SOPS-encrypted", "no decryption is configured (spec.decryption)"},
 	}, {
 		name: "MAC mismatch", content: strings.Replace(enc, "name: db", "name: dc", 1), keys: testKeyring(t, k),
 		want: []string{"render app/secret.yaml", "MAC mismatch"},
