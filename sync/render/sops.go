@@ -21,55 +21,57 @@ import (
 // sopsMarkers are in every SOPS file; a file without all of them is not parsed.
 var sopsMarkers = [][]byte{[]byte("sops"), []byte("mac"), []byte("lastmodified")}
 
-// decryptSOPS returns b decrypted when it is a SOPS file, and b itself otherwise. keys nil
-// means the SyncTarget sets no decryption: an encrypted file is then an error, never
-// passed on as ciphertext. Errors say what is wrong, never a value.
-func decryptSOPS(name string, b []byte, keys *Keys, limits Limits) ([]byte, error) {
+// decryptSOPS returns b decrypted when it is a SOPS file, with the plaintext of every
+// value it decrypted (for redaction), and b itself otherwise. keys nil means the
+// SyncTarget sets no decryption: an encrypted file is then an error, never passed on as
+// ciphertext. Errors say what is wrong, never a value.
+func decryptSOPS(name string, b []byte, keys *Keys, limits Limits) (out []byte, plain []string, err error) {
 	for _, m := range sopsMarkers {
 		if !bytes.Contains(b, m) {
-			return b, nil
+			return b, nil, nil
 		}
 	}
 	doc, ok, err := parseSOPS(sopsFormatOf(path.Base(name)), b, limits.MaxDepth)
 	if !ok {
-		return b, nil
+		return b, nil, nil
 	}
 	if err != nil {
-		return nil, classErr(ErrDecryption, "SOPS-encrypted file: %s", err.Error())
+		return nil, nil, classErr(ErrDecryption, "SOPS-encrypted file: %s", err.Error())
 	}
 	if keys == nil {
-		return nil, classErr(ErrDecryption, "the file is SOPS-encrypted and no decryption is configured (spec.decryption)")
+		return nil, nil, classErr(ErrDecryption, "the file is SOPS-encrypted and no decryption is configured (spec.decryption)")
 	}
-	out, err := doc.decrypt(keys)
+	out, plain, err = doc.decrypt(keys)
 	if err != nil {
-		return nil, classErr(ErrDecryption, "%s", err.Error())
+		return nil, nil, classErr(ErrDecryption, "%s", err.Error())
 	}
-	return out, nil
+	return out, plain, nil
 }
 
 // decrypt opens the data key with keys, decrypts every document, checks the MAC and
 // writes the plaintext in the file's own format.
-func (d *sopsDoc) decrypt(keys *Keys) ([]byte, error) {
+func (d *sopsDoc) decrypt(keys *Keys) ([]byte, []string, error) {
 	key, err := keys.dataKey(d.meta)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	td, err := newTreeDecrypter(key, d.meta)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	plain := make([]*sopsMap, len(d.docs))
 	for i, doc := range d.docs {
 		v, err := td.walk(doc, nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		plain[i] = v.(*sopsMap)
 	}
 	if err := td.checkMAC(d.meta); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return d.emit(plain)
+	out, err := d.emit(plain)
+	return out, td.plaintexts, err
 }
 
 func (d *sopsDoc) emit(docs []*sopsMap) ([]byte, error) {

@@ -51,7 +51,7 @@ func TestSOPSInteropFixtures(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			want, err := os.ReadFile(filepath.Join("testdata", "sops", "plain", tt.file))
 			g.Expect(err).NotTo(HaveOccurred())
-			got, err := decryptSOPS(tt.file, enc, fixtureKeys(t, tt.keys...), DefaultLimits())
+			got, _, err := decryptSOPS(tt.file, enc, fixtureKeys(t, tt.keys...), DefaultLimits())
 			g.Expect(err).NotTo(HaveOccurred())
 			switch filepath.Ext(tt.file) {
 			case ".yaml", ".json":

@@ -2,6 +2,7 @@ package render
 
 import (
 	"encoding/base64"
+	"os"
 	"strings"
 	"testing"
 
@@ -183,4 +184,24 @@ func TestParseKeys(t *testing.T) {
 	keys, err := ParseKeys(data)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(keys.String()).To(Equal("age recipients " + k.age.Recipient().String() + "; OpenPGP fingerprints " + k.fingerprint()))
+}
+
+// Kustomize quotes inputs in some of its errors: every value decrypted from a SOPS file,
+// a ConfigMap's too, is redacted from them like a Secret's.
+func TestSOPSValuesAreRedacted(t *testing.T) {
+	g := NewWithT(t)
+	k := newTestKeys(t)
+	root, _ := newRepo(t)
+	write(t, root, "cm.yaml", string(pgpOnly(k).encrypt(t, "cm.yaml", []byte(cm("cfg", "redact-me-plaintext")))))
+	r, err := os.OpenRoot(root)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = r.Close() }()
+	cfs := newConfinedFS(t.Context(), r, DefaultLimits())
+	cfs.keys = testKeyring(t, k)
+	res, err := cfs.resolve("cm.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	b, err := cfs.readFile(res, "cm.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(b)).To(ContainSubstring("redact-me-plaintext"))
+	g.Expect(redact(`kustomize: "redact-me-plaintext"`, cfs.secretValues())).To(Equal(`kustomize: "[redacted]"`))
 }

@@ -115,6 +115,8 @@ type treeDecrypter struct {
 	rules   encryptionRules
 	macOnly bool
 	hash    hash.Hash
+	// plaintexts are the values decrypted, as text, for redaction.
+	plaintexts []string
 }
 
 func newTreeDecrypter(key []byte, m *sopsMetadata) (*treeDecrypter, error) {
@@ -174,6 +176,10 @@ func (d *treeDecrypter) leaf(v any, path []string) (any, error) {
 		var err error
 		if out, err = decryptValue(s, d.key, strings.Join(path, ":")+":"); err != nil {
 			return nil, fmt.Errorf("value at %s: %w", pathString(path), err)
+		}
+		if b, err := leafBytes(out); err == nil {
+			d.plaintexts = append(d.plaintexts, string(b), strings.TrimSpace(string(b)))
+			d.plaintexts = append(d.plaintexts, strings.Split(string(b), "\n")...)
 		}
 	}
 	if _, c := out.(sopsComment); c || (d.macOnly && !enc) {
