@@ -15,6 +15,10 @@ var dotenvMetaKey = regexp.MustCompile(`^(age|pgp)__list_(\d+)__map_(recipient|f
 // parseSOPSDotenv reads KEY=VALUE lines ("\n" escaped as \n) as sops' dotenv store does;
 // the metadata are the sops_-prefixed keys, flattened.
 func parseSOPSDotenv(b []byte) (*sopsDoc, bool, error) {
+	text := "\n" + string(b)
+	if !strings.Contains(text, "\nsops_mac=") || !strings.Contains(text, "\nsops_lastmodified=") {
+		return nil, false, nil
+	}
 	doc := &sopsMap{}
 	meta := &sopsMetadata{}
 	age, pgp := map[int]*sopsAgeKey{}, map[int]*sopsPGPKey{}
@@ -24,7 +28,7 @@ func parseSOPSDotenv(b []byte) (*sopsDoc, bool, error) {
 		}
 		key, val, ok := strings.Cut(line, "=")
 		if !ok {
-			return nil, false, nil // not a dotenv file sops could have written
+			return nil, true, fmt.Errorf("line %d is not KEY=VALUE", i+1)
 		}
 		val = strings.ReplaceAll(val, `\n`, "\n")
 		if mk, isMeta := strings.CutPrefix(key, "sops_"); isMeta {
@@ -36,8 +40,8 @@ func parseSOPSDotenv(b []byte) (*sopsDoc, bool, error) {
 		doc.keys = append(doc.keys, key)
 		doc.vals = append(doc.vals, val)
 	}
-	if !isSOPSMeta(meta) {
-		return nil, false, nil
+	if err := checkMeta(meta); err != nil {
+		return nil, true, err
 	}
 	for _, i := range sortedKeys(age) {
 		meta.Age = append(meta.Age, *age[i])

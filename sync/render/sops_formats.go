@@ -96,51 +96,81 @@ func parseSOPS(f sopsFormat, b []byte, maxDepth int) (doc *sopsDoc, ok bool, err
 func isSOPSMeta(m *sopsMetadata) bool { return m.MAC != "" && m.LastModified != "" }
 
 func parseSOPSYAML(b []byte, maxDepth int) (*sopsDoc, bool, error) {
-	doc := &sopsDoc{format: formatYAML}
+	var nodes []*yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
-	for i := 0; ; i++ {
+	for {
 		var n yaml.Node
 		if err := dec.Decode(&n); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			return nil, false, nil // not YAML: not ours to judge
 		}
-		if len(n.Content) == 0 {
-			continue
+		if len(n.Content) > 0 {
+			nodes = append(nodes, n.Content[0])
 		}
-		top := n.Content[0]
-		if top.Kind != yaml.MappingNode {
-			return nil, false, nil
-		}
-		if i == 0 {
-			meta, found := yamlSOPSMeta(top)
-			if !found {
-				return nil, false, nil
+	}
+	if len(nodes) == 0 {
+		return nil, false, nil
+	}
+	meta, found, err := yamlSOPSMeta(nodes[0])
+	if !found {
+		for _, n := range nodes[1:] {
+			if _, found, _ := yamlSOPSMeta(n); found {
+				return nil, true, errors.New("the sops metadata is not in the first document")
 			}
-			doc.meta = meta
 		}
-		v, err := yamlTree(top, 1, maxDepth)
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	doc := &sopsDoc{format: formatYAML, meta: meta}
+	for _, n := range nodes {
+		if n.Kind != yaml.MappingNode {
+			return nil, true, errors.New("a document is not a mapping")
+		}
+		v, err := yamlTree(n, 1, maxDepth)
 		if err != nil {
 			return nil, true, err
 		}
 		doc.docs = append(doc.docs, v.(*sopsMap).without("sops"))
 	}
-	return doc, doc.meta != nil, nil
+	return doc, true, nil
 }
 
-// yamlSOPSMeta decodes the sops metadata of a top-level mapping, if it has any.
-func yamlSOPSMeta(top *yaml.Node) (*sopsMetadata, bool) {
+// yamlSOPSMeta decodes the sops metadata of a top-level mapping. found is whether it
+// has any: a sops mapping with mac and lastmodified keys; its decoding errors then are
+// errors, not a reason to pass the file on.
+func yamlSOPSMeta(top *yaml.Node) (meta *sopsMetadata, found bool, err error) {
+	if top.Kind != yaml.MappingNode {
+		return nil, false, nil
+	}
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		if top.Content[i].Value != "sops" || top.Content[i+1].Kind != yaml.MappingNode {
 			continue
 		}
-		m := &sopsMetadata{}
-		if err := top.Content[i+1].Decode(m); err != nil || !isSOPSMeta(m) {
-			return nil, false
+		keys := map[string]bool{}
+		for j := 0; j+1 < len(top.Content[i+1].Content); j += 2 {
+			keys[top.Content[i+1].Content[j].Value] = true
 		}
-		return m, true
+		if !keys["mac"] || !keys["lastmodified"] {
+			continue
+		}
+		m := &sopsMetadata{}
+		if err := top.Content[i+1].Decode(m); err != nil {
+			return nil, true, fmt.Errorf("invalid sops metadata: %w", err)
+		}
+		return m, true, checkMeta(m)
 	}
-	return nil, false
+	return nil, false, nil
+}
+
+// checkMeta refuses metadata that cannot be used.
+func checkMeta(m *sopsMetadata) error {
+	if !isSOPSMeta(m) {
+		return errors.New("the sops metadata has an empty mac or lastmodified")
+	}
+	return nil
 }
 
 // yamlTree converts a YAML node into the tree sops walks; scalars decode as sops' YAML

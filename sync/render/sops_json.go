@@ -19,16 +19,26 @@ func parseSOPSJSON(f sopsFormat, b []byte, maxDepth int) (*sopsDoc, bool, error)
 		return nil, false, nil
 	}
 	raw, found := top.get("sops")
-	if !found {
+	rawMeta, isMap := raw.(*sopsMap)
+	if !found || !isMap {
+		return nil, false, nil
+	}
+	if _, hasMAC := rawMeta.get("mac"); !hasMAC {
+		return nil, false, nil
+	}
+	if _, hasLM := rawMeta.get("lastmodified"); !hasLM {
 		return nil, false, nil
 	}
 	js, err := json.Marshal(plainValue(raw))
 	if err != nil {
-		return nil, false, nil
+		return nil, true, errors.New("invalid sops metadata")
 	}
 	meta := &sopsMetadata{}
-	if err := json.Unmarshal(js, meta); err != nil || !isSOPSMeta(meta) {
-		return nil, false, nil
+	if err := json.Unmarshal(js, meta); err != nil {
+		return nil, true, fmt.Errorf("invalid sops metadata: %w", err)
+	}
+	if err := checkMeta(meta); err != nil {
+		return nil, true, err
 	}
 	doc := &sopsDoc{format: f, docs: []*sopsMap{top.without("sops")}, meta: meta}
 	if _, hasData := doc.docs[0].get("data"); f == formatBinary && !hasData {

@@ -205,3 +205,45 @@ func TestSOPSValuesAreRedacted(t *testing.T) {
 	g.Expect(string(b)).To(ContainSubstring("redact-me-plaintext"))
 	g.Expect(redact(`kustomize: "redact-me-plaintext"`, cfs.secretValues())).To(Equal(`kustomize: "[redacted]"`))
 }
+
+// A file with sops metadata is never passed on as it is: malformed, it fails.
+func TestSOPSMalformedFilesFail(t *testing.T) {
+	k := newTestKeys(t)
+	enc := string(ageOnly(k).encrypt(t, "secret.yaml", []byte(sopsSecretYAML)))
+	tests := []struct {
+		name, file, content, want string
+	}{
+		{"metadata of the wrong shape", "s.yaml", "a: b\nsops:\n  mac: x\n  lastmodified: y\n  age: not-a-list\n", "invalid sops metadata"},
+		{"empty mac", "s.json", `{"a": 1, "sops": {"mac": "", "lastmodified": ""}}`, "empty mac or lastmodified"},
+		{"metadata in a later document", "s.yaml", "a: b\n---\n" + enc, "not in the first document"},
+		{"a document that is not a mapping", "s.yaml", enc + "---\n- a\n", "a document is not a mapping"},
+		{"a plaintext value where the rules say encrypted", "s.yaml",
+			strings.Replace(enc, "stringData:\n  password: ENC[", "stringData:\n  plain: added-by-hand\n  password: ENC[", 1),
+			"value at stringData.plain: not in the sops ENC[AES256_GCM,…] format"},
+		{"a dotenv line without =", "a.env", "A=ENC[AES256_GCM,data:x,iv:y,tag:z,type:str]\nnot a pair\nsops_mac=x\nsops_lastmodified=y\n", "line 2 is not KEY=VALUE"},
+		{"comment rules", "s.yaml", strings.Replace(enc, "sops:\n", "sops:\n  encrypted_comment_regex: x\n", 1), "encrypted_comment_regex and unencrypted_comment_regex are not supported"},
+		{"key groups", "s.yaml", strings.Replace(enc, "sops:\n", "sops:\n  key_groups: [{}]\n", 1), "key groups (Shamir secret sharing) are not supported"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			out, _, err := decryptSOPS(tt.file, []byte(tt.content), testKeyring(t, k), DefaultLimits())
+			g.Expect(out).To(BeNil())
+			g.Expect(err).To(MatchError(ErrDecryption))
+			g.Expect(err).To(MatchError(ContainSubstring(tt.want)))
+			g.Expect(err.Error()).NotTo(ContainSubstring("added-by-hand"))
+		})
+	}
+	for _, plain := range []struct{ file, content string }{
+		{"p.yaml", "kind: ConfigMap\ndata: {sops: x, mac: y, lastmodified: z}\n"},
+		{"p.yaml", "sops:\n  mac: only\n"},
+		{"p.json", `{"sops": "mac lastmodified"}`},
+		{"p.env", "SOPS=mac\nX=lastmodified\n"},
+		{"p.crt", "sops mac lastmodified, not JSON"},
+		{"p.yaml", "sops: [mac, lastmodified]\n"},
+	} {
+		out, _, err := decryptSOPS(plain.file, []byte(plain.content), nil, DefaultLimits())
+		NewWithT(t).Expect(err).NotTo(HaveOccurred(), plain.file)
+		NewWithT(t).Expect(string(out)).To(Equal(plain.content), "a file that is not SOPS-encrypted passes untouched")
+	}
+}
