@@ -2,6 +2,7 @@ package render
 
 import (
 	"encoding/base64"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -246,4 +247,27 @@ func TestSOPSMalformedFilesFail(t *testing.T) {
 		NewWithT(t).Expect(err).NotTo(HaveOccurred(), plain.file)
 		NewWithT(t).Expect(string(out)).To(Equal(plain.content), "a file that is not SOPS-encrypted passes untouched")
 	}
+}
+
+// FuzzDecryptSOPS: whatever a repository holds, decryption returns the file untouched,
+// plaintext or an ErrDecryption, and never panics.
+func FuzzDecryptSOPS(f *testing.F) {
+	for _, name := range []string{"secret.yaml", "multi.yaml", "values.json", "app.env", "tls.crt"} {
+		b, err := os.ReadFile("testdata/sops/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(name, b)
+	}
+	f.Add("x.yaml", []byte("sops:\n  mac: ENC[AES256_GCM,data:AA==,iv:AA==,tag:AA==,type:str]\n  lastmodified: \"2024-01-01T00:00:00Z\"\n"))
+	keys := fixtureKeys(f, "test.agekey", "test.asc")
+	f.Fuzz(func(t *testing.T, name string, b []byte) {
+		out, _, err := decryptSOPS(name, b, keys, DefaultLimits())
+		if err != nil && !errors.Is(err, ErrDecryption) && !errors.Is(err, ErrLimitExceeded) {
+			t.Fatalf("error of no class: %v", err)
+		}
+		if err == nil && out == nil && len(b) > 0 {
+			t.Fatal("no output and no error")
+		}
+	})
 }
