@@ -113,6 +113,10 @@ func (k *Keys) dataKey(m *sopsMetadata) ([]byte, error) {
 	if len(m.KeyGroups) > 0 {
 		return nil, errors.New("key groups (Shamir secret sharing) are not supported")
 	}
+	if n := len(m.Age) + len(m.PGP); n > maxRecipients {
+		// Each one the keys match costs a private-key operation.
+		return nil, fmt.Errorf("encrypted for %d age and OpenPGP recipients, more than %d", n, maxRecipients)
+	}
 	if k != nil && len(k.age) > 0 {
 		for _, a := range m.Age {
 			if key, err := ageDataKey(a.Enc, k.age); err == nil {
@@ -144,6 +148,11 @@ func checkDataKey(key []byte) ([]byte, error) {
 	}
 	return key, nil
 }
+
+// maxRecipients bounds the age and OpenPGP recipients of one file: a file listing
+// thousands, each crafted for the SyncTarget's key, would cost as many private-key
+// operations. Real files list a handful.
+const maxRecipients = 64
 
 // maxDataKey bounds what is read of a decrypted data key (32 bytes).
 const maxDataKey = 1 << 10

@@ -223,6 +223,8 @@ func TestSOPSMalformedFilesFail(t *testing.T) {
 			"value at stringData.plain: not in the sops ENC[AES256_GCM,…] format"},
 		{"a dotenv line without =", "a.env", "A=ENC[AES256_GCM,data:x,iv:y,tag:z,type:str]\nnot a pair\nsops_mac=x\nsops_lastmodified=y\n", "line 2 is not KEY=VALUE"},
 		{"comment rules", "s.yaml", strings.Replace(enc, "sops:\n", "sops:\n  encrypted_comment_regex: x\n", 1), "encrypted_comment_regex and unencrypted_comment_regex are not supported"},
+		{"too many recipients", "s.yaml", strings.Replace(enc, "sops:\n", "sops:\n  pgp:"+strings.Repeat("\n    - {fp: X, enc: Y}", 65)+"\n", 1),
+			"encrypted for 66 age and OpenPGP recipients, more than 64"},
 		{"key groups", "s.yaml", strings.Replace(enc, "sops:\n", "sops:\n  key_groups: [{}]\n", 1), "key groups (Shamir secret sharing) are not supported"},
 	}
 	for _, tt := range tests {
