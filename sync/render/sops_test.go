@@ -1,8 +1,10 @@
 package render
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -10,7 +12,10 @@ import (
 	"filippo.io/age"
 	"github.com/ProtonMail/go-crypto/openpgp"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
 
 const sopsSecretYAML = `apiVersion: v1
@@ -272,4 +277,47 @@ func FuzzDecryptSOPS(f *testing.F) {
 			t.Fatal("no output and no error")
 		}
 	})
+}
+
+func TestKeysFor(t *testing.T) {
+	k := newTestKeys(t)
+	notFound := errors.New(`secrets "keys" not found`)
+	get := func(data map[string][]byte, err error) SecretGetter {
+		return func(_ context.Context, ns, name string) (map[string][]byte, error) {
+			if ns != "team" || name != "keys" {
+				return nil, fmt.Errorf("read %s/%s", ns, name)
+			}
+			return data, err
+		}
+	}
+	st := func(dec *convergev1.DecryptionSpec) *convergev1.SyncTarget {
+		return &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "team"},
+			Spec: convergev1.SyncTargetSpec{Decryption: dec}}
+	}
+	ref := &convergev1.LocalObjectReference{Name: "keys"}
+	g := NewWithT(t)
+
+	keys, err := KeysFor(t.Context(), st(nil), get(nil, nil))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(keys).To(BeNil(), "no spec.decryption: no decryption")
+
+	keys, err = KeysFor(t.Context(), st(&convergev1.DecryptionSpec{Provider: "sops"}), get(nil, nil))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(keys).NotTo(BeNil(), "decryption without a Secret: on, with no keys")
+	g.Expect(keys.String()).To(Equal("no keys"))
+
+	keys, err = KeysFor(t.Context(), st(&convergev1.DecryptionSpec{Provider: "sops", SecretRef: ref}), get(k.secretData(t), nil))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(keys.String()).To(ContainSubstring(k.age.Recipient().String()))
+
+	_, err = KeysFor(t.Context(), st(&convergev1.DecryptionSpec{Provider: "sops", SecretRef: ref}), get(nil, notFound))
+	g.Expect(err).To(MatchError(ErrDecryption))
+	g.Expect(err).To(MatchError(notFound), "the reader's error stays in the chain")
+	g.Expect(err.Error()).To(ContainSubstring("reading the decryption Secret team/keys"))
+
+	_, err = KeysFor(t.Context(), st(&convergev1.DecryptionSpec{Provider: "sops", SecretRef: ref}),
+		get(map[string][]byte{"bad.agekey": []byte("AGE-SECRET-KEY-1SECRETMATERIAL")}, nil))
+	g.Expect(err).To(MatchError(ErrDecryption))
+	g.Expect(err.Error()).To(ContainSubstring(`decryption Secret team/keys: decryption failed: key "bad.agekey"`))
+	g.Expect(err.Error()).NotTo(ContainSubstring("SECRETMATERIAL"))
 }
