@@ -16,6 +16,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/render"
 )
 
 // phase is the step of a sync a failure happened in.
@@ -94,6 +95,12 @@ func classify(p phase, err error) failure {
 		f.reason, f.then = convergev1.VerificationFailedReason, classifyVerify(err)
 	case phaseRender:
 		f.reason = convergev1.BuildFailedReason
+		if errors.Is(err, render.ErrDecryption) {
+			f.reason = convergev1.DecryptionFailedReason
+			if transientAPIError(err) || apierrors.IsNotFound(err) {
+				f.then = retry // the decryption Secret could not be read (yet)
+			}
+		}
 	case phaseApply:
 		f.reason = convergev1.ApplyFailedReason
 		if transientAPIError(err) {

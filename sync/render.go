@@ -2,11 +2,14 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sync/render"
@@ -20,6 +23,10 @@ type KustomizeRenderer struct {
 	// Timeout bounds one render (render.DefaultTimeout when zero); a render that runs
 	// out of time fails with render.ErrRenderTimeout ("render exceeded 2m0s").
 	Timeout time.Duration
+	// Secrets reads a SyncTarget's decryption Secret, one by one by name (the manager's
+	// API reader: Secrets are never listed or cached). Nil, a SyncTarget with
+	// spec.decryption fails to render.
+	Secrets client.Reader
 }
 
 // Render implements Renderer.
@@ -32,6 +39,11 @@ func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget
 		OwnerNamespace:  st.Namespace,
 		Timeout:         k.Timeout,
 	}
+	keys, err := render.KeysFor(ctx, st, k.getSecret)
+	if err != nil {
+		return nil, err
+	}
+	opts.Decryption = keys
 	if k.Mapper != nil {
 		opts.IsNamespaced = func(gvk schema.GroupVersionKind) (bool, error) {
 			m, err := k.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -49,4 +61,16 @@ func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget
 		return nil, err
 	}
 	return res.Objects, nil
+}
+
+// getSecret reads the data of one Secret for render.KeysFor.
+func (k KustomizeRenderer) getSecret(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+	if k.Secrets == nil {
+		return nil, errors.New("no Secret reader configured")
+	}
+	secret := &corev1.Secret{}
+	if err := k.Secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
+		return nil, err
+	}
+	return secret.Data, nil
 }

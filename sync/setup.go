@@ -85,7 +85,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		Config:                cfg,
 		Recorder:              mgr.GetEventRecorder("converge"),
 		Fetcher:               fetcher,
-		Renderer:              KustomizeRenderer{Mapper: mgr.GetRESTMapper(), Timeout: o.RenderTimeout},
+		Renderer:              KustomizeRenderer{Mapper: mgr.GetRESTMapper(), Timeout: o.RenderTimeout, Secrets: mgr.GetAPIReader()},
 		Health:                watchHealth,
 		Applier:               apply.Applier{Concurrency: o.ApplyConcurrency},
 		Clock:                 clock.RealClock{},

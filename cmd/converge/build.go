@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,9 @@ import (
 type buildOptions struct {
 	cli    cliOptions
 	source diffSourceOptions
+	// decrypt prints the values of Secrets decrypted with the SyncTarget's keys; without
+	// it they are masked.
+	decrypt bool
 }
 
 func newBuildCommand() *cobra.Command {
@@ -28,10 +32,15 @@ Git work tree — and print the objects as multi-document YAML, in the order con
 Without --target nothing is read from the cluster; --target-namespace sets the namespace of every
 namespaced object. With --target NAME the SyncTarget's settings apply (target namespace and owner
 labels), and PATH (or --path) is rendered as its spec.path would be; without a PATH its source is
-fetched at its ref or at --revision REF.`,
+fetched at its ref or at --revision REF.
+
+SOPS-encrypted files are decrypted with the keys of the SyncTarget's spec.decryption (read from
+its Secret with your credentials); the values of Secrets are then printed masked, as converge diff
+shows them, unless --decrypt is given. Without --target an encrypted file is an error.`,
 		Example: `  converge build deploy/prod
   converge build deploy/prod --target-namespace shop | kubeconform -
-  converge build --target shop -n team-a ./deploy/prod`,
+  converge build --target shop -n team-a ./deploy/prod
+  converge build --target shop -n team-a --decrypt`,
 		ValidArgsFunction: diffCompleteDirs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args)
@@ -39,6 +48,7 @@ fetched at its ref or at --revision REF.`,
 	}
 	o.cli.BindFlags(cmd.Flags(), false)
 	o.source.BindFlags(cmd.Flags(), true)
+	cmd.Flags().BoolVar(&o.decrypt, "decrypt", false, "with --target: print the values of Secrets decrypted from SOPS files in plaintext instead of masked")
 	_ = cmd.RegisterFlagCompletionFunc("target", diffCompleteTargets(&o.cli))
 	return cmd
 }
@@ -46,6 +56,9 @@ fetched at its ref or at --revision REF.`,
 func (o *buildOptions) run(ctx context.Context, out io.Writer, args []string) error {
 	if err := o.source.complete(args); err != nil {
 		return err
+	}
+	if o.decrypt && o.source.target == "" {
+		return usageError(errors.New("--decrypt needs --target: the keys are the SyncTarget's"))
 	}
 	var c client.Client
 	var mapper meta.RESTMapper
@@ -64,6 +77,9 @@ func (o *buildOptions) run(ctx context.Context, out io.Writer, args []string) er
 	objects, err := diff.Render(ctx, mapper, in.render)
 	if err != nil {
 		return diffFailed(err)
+	}
+	if in.render.Decryption != nil && !o.decrypt {
+		objects = diff.MaskSecrets(objects)
 	}
 	if err := diff.WriteManifests(out, objects); err != nil {
 		return diffFailed(err)

@@ -113,3 +113,14 @@ func maskAnnotation(u *unstructured.Unstructured, mask string) {
 	a[lastAppliedAnnotation] = mask
 	u.SetAnnotations(a)
 }
+
+// MaskSecrets returns objs with the data and stringData values (and the last-applied
+// annotation) of every Secret replaced by Masked, as converge diff shows them; the Secrets
+// are copies, and the other objects are returned as they are.
+func MaskSecrets(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		_, out[i] = maskSecrets(nil, o)
+	}
+	return out
+}

@@ -12,6 +12,10 @@
 // explains how). Every render has a deadline. A failure is an *Error naming the
 // file and document, never quoting a document's content.
 //
+// SOPS-encrypted files (age or OpenPGP) are decrypted in memory as they are read,
+// with the keys of Options.Decryption (sops.go), so kustomize sees plaintext and no
+// decrypted byte is written; an encrypted file without keys fails the render.
+//
 // Render reads the shared, read-only checkout in place: no copy or unpack per call,
 // and kustomize's OpenAPI schema is parsed once per process.
 package render

@@ -9,7 +9,8 @@ import (
 
 // Classes of render failure. Every error Render returns is an *Error whose chain
 // holds exactly one of these, so callers can tell them apart with errors.Is; all of
-// them are the commit's fault and map to the BuildFailed reason.
+// them are the commit's fault and map to the BuildFailed reason, but ErrDecryption
+// (DecryptionFailed).
 var (
 	// ErrOutsideRoot: a path, `../` or symlink resolves outside the checkout root.
 	ErrOutsideRoot = errors.New("path escapes the repository root")
@@ -34,6 +35,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrInvalidOptions: the Options themselves are unusable (a caller bug or a bad spec).
 	ErrInvalidOptions = errors.New("invalid render options")
+	// ErrDecryption: a SOPS-encrypted file could not be decrypted (no decryption
+	// configured, no key for it, MAC mismatch, malformed), or the decryption keys are
+	// unusable. It maps to the DecryptionFailed reason.
+	ErrDecryption = errors.New("decryption failed")
 	// ErrRenderTimeout: the render did not finish within Options.Timeout. The *Error
 	// then reads "render exceeded <timeout>" and names no file.
 	ErrRenderTimeout = errors.New("render exceeded its deadline")

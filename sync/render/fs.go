@@ -50,6 +50,11 @@ type confinedFS struct {
 	guardYAML bool
 	// readHook, when set (tests only), runs before every file read.
 	readHook func(ctx context.Context, rel string)
+	// keys decrypt SOPS-encrypted files as they are read (sops.go); nil, such a file
+	// fails the render. decrypted holds the plaintext of every value decrypted, for
+	// redaction.
+	keys      *Keys
+	decrypted []string
 
 	mu    sync.Mutex
 	cache map[string][]byte
@@ -247,6 +252,11 @@ func (c *confinedFS) readFile(r resolved, display string) ([]byte, error) {
 			return nil, &Error{File: display, Err: err}
 		}
 	}
+	b, plain, err := decryptSOPS(r.rel, b, c.keys, c.limits)
+	if err != nil {
+		return nil, &Error{File: display, Err: err}
+	}
+	c.decrypted = append(c.decrypted, plain...)
 	c.files++
 	c.total += int64(len(b))
 	c.cache[r.rel] = b
@@ -315,7 +325,7 @@ func toVirtual(rel string) string {
 // note records the first policy violation met on kustomize's behalf, so that the
 // render reports it instead of whatever kustomize wraps it in.
 func (c *confinedFS) note(err error) error {
-	if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrSymlinkLoop) || errors.Is(err, ErrLimitExceeded) || errors.Is(err, ErrPluginDisabled) {
+	if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrSymlinkLoop) || errors.Is(err, ErrLimitExceeded) || errors.Is(err, ErrPluginDisabled) || errors.Is(err, ErrDecryption) {
 		c.mu.Lock()
 		if c.firstErr == nil {
 			c.firstErr = err
@@ -526,11 +536,12 @@ func (f *memFile) Close() error               { return nil }
 func (f *memFile) Stat() (os.FileInfo, error) { return f.info, nil }
 
 // secretValues returns the data and stringData values (and, for data, their
-// base64-decoded text) of every Secret in the files read so far, for redaction.
+// base64-decoded text) of every Secret in the files read so far, and every value
+// decrypted from a SOPS file, for redaction.
 func (c *confinedFS) secretValues() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []string
+	out := append([]string(nil), c.decrypted...)
 	for rel, b := range c.cache {
 		if !bytes.Contains(b, []byte("Secret")) {
 			continue

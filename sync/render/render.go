@@ -105,6 +105,10 @@ type Options struct {
 	// Timeout bounds the whole render (DefaultTimeout when zero or negative). A render
 	// that runs out of time fails with ErrRenderTimeout ("render exceeded 2m0s").
 	Timeout time.Duration
+	// Decryption, when set, decrypts SOPS-encrypted files in memory as they are read
+	// (an empty Keys decrypts nothing: every encrypted file then fails naming its
+	// recipients). Nil, an encrypted file fails the render with ErrDecryption.
+	Decryption *Keys
 
 	// readHook, when set (tests only), runs before every file read with the
 	// render's context and the file's path relative to Root.
@@ -193,6 +197,7 @@ func renderWithin(ctx context.Context, opts Options) (*Result, error) {
 	defer func() { _ = root.Close() }()
 	cfs := newConfinedFS(ctx, root, limits)
 	cfs.readHook = opts.readHook
+	cfs.keys = opts.Decryption
 
 	display := cleanDisplay(opts.Path)
 	start, err := cfs.resolve(display)
