@@ -23,7 +23,7 @@ import (
 // after, the cluster Secret holds the plaintext, which appears nowhere else: not in the
 // daemon's logs, the events, the SyncTarget's status, nor `converge build` without --decrypt.
 func TestSOPSSecretFromGit(t *testing.T) {
-	run(t, 24, "SOPS-encrypted Secret from Git", parallel, func(s *scenario) {
+	run(t, 22, "SOPS-encrypted Secret from Git", parallel, func(s *scenario) {
 		g := NewWithT(t)
 		const plaintext = "e2e-sops-plaintext-51f0"
 		k := sopstest.NewKeys(t)

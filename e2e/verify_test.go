@@ -19,7 +19,7 @@ import (
 // of the signed revision untouched, SourceVerified=False and one history entry naming the
 // commit — and deploys the next signed push.
 func TestSignedCommitsOnly(t *testing.T) {
-	run(t, 31, "signed commits only: an unsigned push refused, the next signed one deployed", parallel, func(s *scenario) {
+	run(t, 21, "signed commits only: an unsigned push refused, the next signed one deployed", parallel, func(s *scenario) {
 		g := NewWithT(t)
 		sign, _, pub := gittest.SSHSigningKey(t)
 		fingerprint := ssh.FingerprintSHA256(pub)
