@@ -185,6 +185,9 @@ func (rs *Results) WriteTable(w io.Writer) {
 		if r.Flux != nil {
 			flux = fmt.Sprintf("%s (%s–%s)", format(r.Flux.Median, r.Unit), format(r.Flux.Min, r.Unit), format(r.Flux.Max, r.Unit))
 			fluxRatio = fmt.Sprintf("%.2f×", r.FluxRatio)
+			if r.FluxRatio < 0.1 {
+				fluxRatio = fmt.Sprintf("%.3f×", r.FluxRatio)
+			}
 		}
 		if r.Baseline != nil {
 			base = r.BaselineName + " " + format(r.Baseline.Median, r.Unit)
