@@ -16,6 +16,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/render"
 )
 
 // phase is the step of a sync a failure happened in.
@@ -28,7 +29,8 @@ const (
 	phaseApply
 	phasePrune
 	phaseHealth
-	phaseStatus // writing the SyncTarget's status on the way
+	phaseStatus    // writing the SyncTarget's status on the way
+	phaseVariables // reading the ConfigMaps and Secrets of spec.postBuild.substituteFrom
 )
 
 // then is what follows a failure.
@@ -91,6 +93,16 @@ func classify(p phase, err error) failure {
 		}
 	case phaseRender:
 		f.reason = convergev1.BuildFailedReason
+		if errors.Is(err, render.ErrSubstitution) {
+			f.reason = convergev1.SubstitutionFailedReason // tried again when the variables change
+		}
+	case phaseVariables:
+		// A referent missing or not readable (yet): looked at again at the interval, and
+		// at once when a watched ConfigMap or Secret changes; no revision is at fault.
+		f.reason, f.then = convergev1.SubstitutionFailedReason, waitSource
+		if transientAPIError(err) {
+			f.then = retry
+		}
 	case phaseApply:
 		f.reason = convergev1.ApplyFailedReason
 		if transientAPIError(err) {

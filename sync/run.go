@@ -13,6 +13,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/postbuild"
 )
 
 // run is one reconcile of one SyncTarget: the object, its remembered state, the status as
@@ -27,6 +28,10 @@ type run struct {
 	req     request
 	// fullApply asks for every object to be applied, not only those that changed.
 	fullApply bool
+	// vars are the spec.postBuild variables read for this reconcile; cause says why an
+	// unchanged revision is deployed again ("variables changed").
+	vars  postbuild.Variables
+	cause string
 }
 
 func (r *Reconciler) newRun(st *convergev1.SyncTarget) *run {
@@ -117,14 +122,23 @@ func (ru *run) sync(ctx context.Context) outcome {
 		ru.state.fetched = revisionSeen{revision: revision, at: now}
 	}
 	st.Status.LastHandledReconcileAt = ru.req.value
+	if o := ru.readVariables(ctx); o != nil {
+		return *o
+	}
 	full := fullSyncDue(now, ru.state.lastFull, st, ru.r.FullSyncInterval)
+	changed, unknown := variablesState(ru.state.variables, ru.vars.Digest)
 	switch {
-	case refused(st, revision, ru.req):
+	case refused(st, revision, ru.req) && !changed && !(unknown && failedOnVariables(st)):
+		ru.state.variables = ru.vars.Digest // the baseline, after a restart
 		return ru.hold(ctx, full)
-	case steady(st, revision, ru.req, full):
+	case steady(st, revision, ru.req, full) && !changed && !unknown:
 		return ru.heal(ctx, revision)
 	}
 	ru.fullApply = ru.req.isNew || full
+	if revision == st.Status.LastAppliedRevision {
+		ru.cause = variablesCause(changed, unknown)
+	}
+	ru.state.variables = ru.vars.Digest
 	return ru.attempt(ctx, revision)
 }
 
