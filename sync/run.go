@@ -127,8 +127,9 @@ func (ru *run) sync(ctx context.Context) outcome {
 	}
 	full := fullSyncDue(now, ru.state.lastFull, st, ru.r.FullSyncInterval)
 	changed, unknown := variablesState(ru.state.variables, ru.vars.Digest)
+	retryRefused := changed || (unknown && failedOnVariables(st))
 	switch {
-	case refused(st, revision, ru.req) && !changed && !(unknown && failedOnVariables(st)):
+	case refused(st, revision, ru.req) && !retryRefused:
 		ru.state.variables = ru.vars.Digest // the baseline, after a restart
 		return ru.hold(ctx, full)
 	case steady(st, revision, ru.req, full) && !changed && !unknown:
