@@ -26,8 +26,8 @@ func newBuildCommand() *cobra.Command {
 Git work tree — and print the objects as multi-document YAML, in the order converge applies them.
 
 Without --target nothing is read from the cluster; --target-namespace sets the namespace of every
-namespaced object. With --target NAME the SyncTarget's settings apply (target namespace and owner
-labels), and PATH (or --path) is rendered as its spec.path would be; without a PATH its source is
+namespaced object. With --target NAME the SyncTarget's settings apply (target namespace, owner
+labels and spec.postBuild variables, read with your own rights: values from Secrets are printed), and PATH (or --path) is rendered as its spec.path would be; without a PATH its source is
 fetched at its ref or at --revision REF.`,
 		Example: `  converge build deploy/prod
   converge build deploy/prod --target-namespace shop | kubeconform -

@@ -28,6 +28,9 @@ type RenderOptions struct {
 	// OwnerName and OwnerNamespace name the SyncTarget whose owner labels the objects
 	// get; both empty, they get none.
 	OwnerName, OwnerNamespace string
+	// Substitute, when set, substitutes the SyncTarget's spec.postBuild variables (read
+	// with postbuild.Read) as the daemon does.
+	Substitute *render.Substitution
 }
 
 // Render renders opts with the daemon's renderer. mapper, when set, tells the scope of
@@ -40,6 +43,7 @@ func Render(ctx context.Context, mapper meta.RESTMapper, opts RenderOptions) ([]
 		TargetNamespace: opts.TargetNamespace,
 		OwnerName:       opts.OwnerName,
 		OwnerNamespace:  opts.OwnerNamespace,
+		Substitute:      opts.Substitute,
 	}
 	if mapper != nil {
 		ro.IsNamespaced = func(gvk schema.GroupVersionKind) (bool, error) {
