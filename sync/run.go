@@ -127,18 +127,18 @@ func (ru *run) sync(ctx context.Context) outcome {
 	}
 	full := fullSyncDue(now, ru.state.lastFull, st, ru.r.FullSyncInterval)
 	changed, unknown := variablesState(ru.state.variables, ru.vars.Digest)
+	isRefused, isSteady := refused(st, revision, ru.req), steady(st, revision, ru.req, full)
 	retryRefused := changed || (unknown && failedOnVariables(st))
 	switch {
-	case refused(st, revision, ru.req) && !retryRefused:
+	case isRefused && !retryRefused:
 		ru.state.variables = ru.vars.Digest // the baseline, after a restart
 		return ru.hold(ctx, full)
-	case steady(st, revision, ru.req, full) && !changed && !unknown:
+	case isSteady && !changed && !unknown:
 		return ru.heal(ctx, revision)
-	}
-	ru.fullApply = ru.req.isNew || full
-	if revision == st.Status.LastAppliedRevision {
+	case isRefused || isSteady: // only the variables make it deploy again
 		ru.cause = variablesCause(changed, unknown)
 	}
+	ru.fullApply = ru.req.isNew || full
 	ru.state.variables = ru.vars.Digest
 	return ru.attempt(ctx, revision)
 }
