@@ -86,6 +86,8 @@ type expander struct {
 	newMissing bool
 	// budget is what substituted strings may still grow by, in bytes.
 	budget int64
+	// depth is how deep in defaults the expansion is.
+	depth int
 }
 
 // walk substitutes the strings under v, at the field path (for errors).
@@ -113,7 +115,7 @@ func (x *expander) walk(v any, path string) (any, error) {
 	return v, nil
 }
 
-// expandField substitutes one string value and charges its growth to the budget.
+// expandField substitutes one string value.
 func (x *expander) expandField(s, path string) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
@@ -122,13 +124,12 @@ func (x *expander) expandField(s, path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	if grow := int64(len(out) - len(s)); grow > 0 {
-		if x.budget -= grow; x.budget < 0 {
-			return "", classErr(ErrLimitExceeded, "%s: substituted values exceed the render's byte budget", path)
-		}
-	}
 	return out, nil
 }
+
+// maxNesting bounds how deep defaults may nest references (${a:=${b:=${c}}} is 3), so
+// that a hostile string cannot make substitution recurse or rescan without end.
+const maxNesting = 8
 
 // expand substitutes the references of s.
 func (x *expander) expand(s string) (string, error) {
@@ -156,6 +157,12 @@ func (x *expander) expand(s string) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		// What a string grows by is charged as it grows, before it is built.
+		if grow := int64(len(val) - (end - j)); grow > 0 {
+			if x.budget -= grow; x.budget < 0 {
+				return "", classErr(ErrLimitExceeded, "substituted values exceed the render's byte budget")
+			}
+		}
 		b.WriteString(val)
 		i = end
 	}
@@ -174,7 +181,11 @@ func (x *expander) value(r reference) (string, error) {
 		return "", nil
 	case set && (v != "" || (r.op != ":=" && r.op != ":-")):
 		return v, nil
+	case x.depth >= maxNesting:
+		return "", classErr(ErrSubstitution, "defaults nest deeper than %d references", maxNesting)
 	}
+	x.depth++
+	defer func() { x.depth-- }()
 	return x.expand(r.def)
 }
 

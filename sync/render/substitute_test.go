@@ -1,6 +1,7 @@
 package render
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -180,4 +181,50 @@ func TestSubstituteKustomize(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ids(res.Objects)).To(Equal([]string{"ConfigMap prod-app"}))
 	g.Expect(res.Objects[0].Object["data"]).To(HaveKeyWithValue("key", "prod"))
+}
+
+// FuzzSubstitute: any string and value substitute without panic; a string without ${ is
+// left as is; an error is ErrSubstitution and never holds the value; only names written
+// in the string can be reported missing.
+func FuzzSubstitute(f *testing.F) {
+	for _, s := range []string{"${a}", "$${a}", "${a:=${b:-c}}", "${", "${a", "x${1}", "${a=}", "}}${{", "${b:=$${a}}${zz}"} {
+		f.Add(s, "value-1234")
+	}
+	f.Fuzz(func(t *testing.T, in, value string) {
+		x := &expander{vars: map[string]string{"a": value, "b": ""}, strict: true, missing: map[string]bool{}, budget: 1 << 20}
+		out, err := x.expand(in)
+		if err != nil {
+			if !errors.Is(err, ErrSubstitution) && !errors.Is(err, ErrLimitExceeded) {
+				t.Fatalf("error %v is neither ErrSubstitution nor ErrLimitExceeded", err)
+			}
+			if len(value) >= 8 && !strings.Contains(in, value) && !strings.Contains(badReference(""), value) &&
+				strings.Contains(err.Error(), value) {
+				t.Fatalf("error %q holds the value %q", err, value)
+			}
+			return
+		}
+		if !strings.Contains(in, "${") && out != in {
+			t.Fatalf("%q without a reference became %q", in, out)
+		}
+		for n := range x.missing {
+			if !strings.Contains(in, n) {
+				t.Fatalf("missing %q is not in %q", n, in)
+			}
+		}
+	})
+}
+
+// TestSubstituteHostileNesting: defaults nested a hundred thousand deep fail at once with
+// a clear error instead of recursing through them; nesting within the bound works.
+func TestSubstituteHostileNesting(t *testing.T) {
+	g := NewWithT(t)
+	deep := strings.Repeat("${a:=", 100_000) + "x" + strings.Repeat("}", 100_000)
+	_, err := substituted(t, "'"+deep+"'", Substitution{Strict: true})
+	g.Expect(err).To(MatchError(ErrSubstitution))
+	g.Expect(err.Error()).To(ContainSubstring("defaults nest deeper than 8 references"))
+
+	ok := strings.Repeat("${a:=", 8) + "x" + strings.Repeat("}", 8)
+	got, err := substituted(t, "'"+ok+"'", Substitution{Strict: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal("x"))
 }
