@@ -71,3 +71,18 @@ func TestFailedOnVariables(t *testing.T) {
 	st.Status.Conditions[0].Reason = convergev1.BuildFailedReason
 	g.Expect(failedOnVariables(st)).To(BeFalse())
 }
+
+// TestIdentityOnly: the cache of watched ConfigMaps and Secrets keeps no annotation (kubectl's
+// last-applied-configuration of a Secret holds its data), label or managed field.
+func TestIdentityOnly(t *testing.T) {
+	g := NewWithT(t)
+	in := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u", ResourceVersion: "7",
+		Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"data":{"password":"c2VjcmV0"}}`},
+		Labels:        map[string]string{"a": "b"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
+	in.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Secret"})
+	out, err := identityOnly(in)
+	g.Expect(err).NotTo(HaveOccurred())
+	want := &metav1.PartialObjectMetadata{TypeMeta: in.TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u", ResourceVersion: "7"}}
+	g.Expect(out).To(Equal(want))
+}
