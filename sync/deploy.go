@@ -49,8 +49,11 @@ func (ru *run) attempt(ctx context.Context, revision string) outcome {
 		if !d.incremental {
 			ru.state.lastFull = ru.r.Clock.Now()
 		}
-		return outcome{kind: succeeded, revision: revision, attempt: a,
-			message: fmt.Sprintf("applied revision %s: %s", revision, d.summary())}
+		applied := "applied revision " + revision
+		if ru.cause != "" {
+			applied += " (" + ru.cause + ")"
+		}
+		return outcome{kind: succeeded, revision: revision, attempt: a, message: applied + ": " + d.summary()}
 	}
 	ru.state.rendered = nil
 	if st.Status.Inventory == nil { // tried: what it tracks is known, if nothing
@@ -167,7 +170,7 @@ func (ru *run) render(ctx context.Context, revision string) ([]*unstructured.Uns
 		return nil, fail(phaseCheckout, err)
 	}
 	t = ru.r.timed("checkout", t)
-	objects, err := ru.r.Renderer.Render(ctx, ru.st, dir)
+	objects, err := ru.renderTree(ctx, dir)
 	if err != nil {
 		return nil, fail(phaseRender, err)
 	}

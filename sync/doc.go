@@ -1,6 +1,6 @@
 // Package sync is the SyncTarget reconciler. Reconcile gets the SyncTarget, runs the
 // gates (spec, dependencies, sync windows) and then one run of the sync, whose methods are
-// the steps: resolve the source, then hold the healthy revision (while the source points
+// the steps: resolve the source, read the spec.postBuild variables (variables.go), then hold the healthy revision (while the source points
 // at a refused one), heal drift (steady state), or attempt the revision — checkout, render,
 // record the pending inventory, apply (sync/apply), prune, wait for health — and roll back
 // to the last healthy revision when it fails. Every step ends in one outcome value, and

@@ -30,7 +30,8 @@ const (
 	phaseApply
 	phasePrune
 	phaseHealth
-	phaseStatus // writing the SyncTarget's status on the way
+	phaseStatus    // writing the SyncTarget's status on the way
+	phaseVariables // reading the ConfigMaps and Secrets of spec.postBuild.substituteFrom
 )
 
 // then is what follows a failure.
@@ -100,6 +101,16 @@ func classify(p phase, err error) failure {
 			if transientAPIError(err) || apierrors.IsNotFound(err) {
 				f.then = retry // the decryption Secret could not be read (yet)
 			}
+		}
+		if errors.Is(err, render.ErrSubstitution) {
+			f.reason = convergev1.SubstitutionFailedReason // tried again when the variables change
+		}
+	case phaseVariables:
+		// A referent missing or not readable (yet): looked at again at the interval, and
+		// at once when a watched ConfigMap or Secret changes; no revision is at fault.
+		f.reason, f.then = convergev1.SubstitutionFailedReason, waitSource
+		if transientAPIError(err) {
+			f.then = retry
 		}
 	case phaseApply:
 		f.reason = convergev1.ApplyFailedReason

@@ -31,7 +31,14 @@ type KustomizeRenderer struct {
 
 // Render implements Renderer.
 func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget, root string) ([]*unstructured.Unstructured, error) {
+	return k.RenderSubstituted(ctx, st, root, nil)
+}
+
+// RenderSubstituted renders like Render, then substitutes the spec.postBuild variables
+// sub (none when nil).
+func (k KustomizeRenderer) RenderSubstituted(ctx context.Context, st *convergev1.SyncTarget, root string, sub *render.Substitution) ([]*unstructured.Unstructured, error) {
 	opts := render.Options{
+		Substitute:      sub,
 		Root:            root,
 		Path:            st.Spec.Path,
 		TargetNamespace: st.Spec.TargetNamespace,

@@ -13,6 +13,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/postbuild"
 )
 
 // run is one reconcile of one SyncTarget: the object, its remembered state, the status as
@@ -29,6 +30,10 @@ type run struct {
 	fullApply bool
 	// verified is what the revision's verification found, for the SourceVerified condition.
 	verified *verification
+	// vars are the spec.postBuild variables read for this reconcile; cause says why an
+	// unchanged revision is deployed again ("variables changed").
+	vars  postbuild.Variables
+	cause string
 }
 
 func (r *Reconciler) newRun(st *convergev1.SyncTarget) *run {
@@ -122,14 +127,24 @@ func (ru *run) sync(ctx context.Context) outcome {
 		ru.state.fetched = revisionSeen{revision: revision, at: now}
 	}
 	st.Status.LastHandledReconcileAt = ru.req.value
+	if o := ru.readVariables(ctx); o != nil {
+		return *o
+	}
 	full := fullSyncDue(now, ru.state.lastFull, st, ru.r.FullSyncInterval)
+	changed, unknown := variablesState(ru.state.variables, ru.vars.Digest)
+	isRefused, isSteady := refused(st, revision, ru.req), steady(st, revision, ru.req, full)
+	retryRefused := changed || (unknown && failedOnVariables(st))
 	switch {
-	case refused(st, revision, ru.req):
+	case isRefused && !retryRefused:
+		ru.state.variables = ru.vars.Digest // the baseline, after a restart
 		return ru.hold(ctx, full)
-	case steady(st, revision, ru.req, full):
+	case isSteady && !changed && !unknown:
 		return ru.heal(ctx, revision)
+	case isRefused || isSteady: // only the variables make it deploy again
+		ru.cause = variablesCause(changed, unknown)
 	}
 	ru.fullApply = ru.req.isNew || full
+	ru.state.variables = ru.vars.Digest
 	if o, ok := ru.verify(ctx, revision); !ok {
 		return o
 	}

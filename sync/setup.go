@@ -32,7 +32,9 @@ type ReconcilerOptions struct {
 	CacheGCInterval time.Duration
 	// DisableDriftWatch turns off the drift watcher, whose cluster-wide metadata watches
 	// of every kind applied need rights a locked-down (multi-tenant) daemon does not have;
-	// drift is then corrected by the full sync every FullSyncInterval.
+	// drift is then corrected by the full sync every FullSyncInterval. It also turns off
+	// the metadata watch of the ConfigMaps and Secrets spec.postBuild.substituteFrom names
+	// (Reconciler.WatchVariables), which needs list and watch cluster-wide as well.
 	DisableDriftWatch bool
 	// NoCrossNamespaceDependencies refuses dependsOn entries naming another namespace.
 	NoCrossNamespaceDependencies bool
@@ -92,6 +94,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		DefaultServiceAccount: o.DefaultServiceAccount,
 		FullSyncInterval:      o.FullSyncInterval,
 		Drift:                 drift,
+		WatchVariables:        !o.DisableDriftWatch,
 
 		NoCrossNamespaceDependencies: o.NoCrossNamespaceDependencies,
 		MaxConcurrentPerNamespace:    o.MaxConcurrentPerNamespace,

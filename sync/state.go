@@ -32,6 +32,9 @@ type targetState struct {
 	// it was first seen; pushHandled is the last one served.
 	push        requestSeen
 	pushHandled string
+	// variables is the digest of the spec.postBuild variables read from ConfigMaps and
+	// Secrets that the last attempt used; "" when there are none or nothing is known.
+	variables string
 }
 
 // requestSeen is a reconcile request (the converge.dev/requestedAt value) and when the

@@ -52,6 +52,10 @@ type Reconciler struct {
 	// MaxConcurrentPerNamespace caps the reconciles of one namespace that run at once
 	// (see NamespaceLimiter); zero or less leaves them uncapped.
 	MaxConcurrentPerNamespace int
+	// WatchVariables watches (metadata only, cluster-wide) the ConfigMaps and Secrets that
+	// spec.postBuild.substituteFrom names, so that a change to one deploys at once;
+	// without it the change is picked up at the SyncTarget's interval.
+	WatchVariables bool
 
 	clients gosync.Map // impersonated user → client.Client
 	states  states

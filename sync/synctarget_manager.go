@@ -47,6 +47,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&convergev1.SyncTarget{}, handler.EnqueueRequestsFromMapFunc(r.dependents)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrency, 1)})
+	b, err := r.watchVariables(ctx, mgr, b)
+	if err != nil {
+		return err
+	}
 	if r.Drift != nil {
 		b = b.WatchesRawSource(source.Channel(r.Drift.Events, &handler.EnqueueRequestForObject{}))
 	}

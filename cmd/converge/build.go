@@ -30,13 +30,14 @@ func newBuildCommand() *cobra.Command {
 Git work tree — and print the objects as multi-document YAML, in the order converge applies them.
 
 Without --target nothing is read from the cluster; --target-namespace sets the namespace of every
-namespaced object. With --target NAME the SyncTarget's settings apply (target namespace and owner
-labels), and PATH (or --path) is rendered as its spec.path would be; without a PATH its source is
-fetched at its ref or at --revision REF.
+namespaced object. With --target NAME the SyncTarget's settings apply (target namespace, owner
+labels, spec.postBuild variables and spec.decryption), and PATH (or --path) is rendered as its
+spec.path would be; without a PATH its source is fetched at its ref or at --revision REF.
 
-SOPS-encrypted files are decrypted with the keys of the SyncTarget's spec.decryption (read from
-its Secret with your credentials); the values of Secrets are then printed masked, as converge diff
-shows them, unless --decrypt is given. Without --target an encrypted file is an error.`,
+The variables and the SOPS decryption keys are read with your own credentials. Secrets are printed
+with their values masked, as converge diff shows them, unless --decrypt is given; a variable taken
+from a Secret and used in another kind of object is printed as substituted. Without --target an
+encrypted file is an error.`,
 		Example: `  converge build deploy/prod
   converge build deploy/prod --target-namespace shop | kubeconform -
   converge build --target shop -n team-a ./deploy/prod

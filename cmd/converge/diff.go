@@ -14,6 +14,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/diff"
+	"github.com/converge-gitops/converge/sync/postbuild"
 	"github.com/converge-gitops/converge/sync/render"
 )
 
@@ -35,7 +36,8 @@ the cluster through a server-side dry-run apply with the converge field manager.
 
 converge diff PATH renders PATH (confined to its Git work tree, as the daemon confines a render
 to its checkout) with no owner labels and never prunes. With --target NAME the SyncTarget's
-settings apply: its target namespace and owner labels, and its inventory for pruning; its source is
+settings apply: its target namespace and owner labels, its spec.postBuild variables (the
+ConfigMaps and Secrets of substituteFrom read with your own rights), and its inventory for pruning; its source is
 fetched at its ref (with the credentials of its secretRef, read with your own), at --revision REF
 (a branch, tag, full commit SHA or converge revision), or replaced by the local --path DIR (or
 PATH), rendered as its spec.path would be.
@@ -216,6 +218,12 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 	if in.render.Decryption, err = render.KeysFor(ctx, st, secretGetter(c)); err != nil {
 		return nil, err
 	}
+	// The variables are read with your own rights, as the source's credentials are.
+	vars, err := postbuild.Read(ctx, c, st)
+	if err != nil {
+		return nil, err
+	}
+	in.render.Substitute = vars.Substitution
 	if o.path != "" {
 		if in.render.Root, in.render.Path, err = diff.LocalRoot(o.path); err != nil {
 			return nil, err

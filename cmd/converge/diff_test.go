@@ -405,4 +405,8 @@ spec:
 		g.Expect(local).To(ContainSubstring("name: legacy"))
 		g.Expect(local).To(ContainSubstring("    converge.dev/name: app\n"))
 	})
+
+	t.Run("build and diff substitute the target's variables", func(t *testing.T) {
+		testPostBuildCLI(t, c, kc, srv.RepoURL(repo))
+	})
 }

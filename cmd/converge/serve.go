@@ -115,7 +115,7 @@ func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.fullSyncInterval, "full-sync-interval", time.Hour, "how often an unchanged revision is re-applied in full anyway")
 	fs.IntVar(&o.applyConcurrency, "apply-concurrency", 16, "concurrent dry-runs and writes within one apply stage")
 	fs.BoolVar(&o.driftWatch, "drift-watch", true,
-		"watch managed objects cluster-wide to undo changes made outside Git at once; without it (multi-tenancy: the daemon may not watch), the full sync corrects drift")
+		"watch managed objects cluster-wide to undo changes made outside Git at once, and the metadata of ConfigMaps and Secrets to redeploy when spec.postBuild variables change; without it (multi-tenancy: the daemon may not watch), the full sync corrects drift and variables are read again at each interval")
 	fs.BoolVar(&o.crossNamespaceDeps, "allow-cross-namespace-dependencies", true,
 		"let spec.dependsOn name SyncTargets of other namespaces; without it (multi-tenancy) such a SyncTarget is Stalled and the other namespace is never read")
 	fs.DurationVar(&o.renderTimeout, "render-timeout", render.DefaultTimeout,

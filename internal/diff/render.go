@@ -31,6 +31,9 @@ type RenderOptions struct {
 	// Decryption decrypts SOPS-encrypted files as the daemon does (render.KeysFor); nil,
 	// an encrypted file fails the render.
 	Decryption *render.Keys
+	// Substitute, when set, substitutes the SyncTarget's spec.postBuild variables (read
+	// with postbuild.Read) as the daemon does.
+	Substitute *render.Substitution
 }
 
 // Render renders opts with the daemon's renderer. mapper, when set, tells the scope of
@@ -44,6 +47,7 @@ func Render(ctx context.Context, mapper meta.RESTMapper, opts RenderOptions) ([]
 		OwnerName:       opts.OwnerName,
 		OwnerNamespace:  opts.OwnerNamespace,
 		Decryption:      opts.Decryption,
+		Substitute:      opts.Substitute,
 	}
 	if mapper != nil {
 		ro.IsNamespaced = func(gvk schema.GroupVersionKind) (bool, error) {

@@ -42,6 +42,9 @@ var (
 	// ErrRenderTimeout: the render did not finish within Options.Timeout. The *Error
 	// then reads "render exceeded <timeout>" and names no file.
 	ErrRenderTimeout = errors.New("render exceeded its deadline")
+	// ErrSubstitution: spec.postBuild substitution failed: a variable is unset in strict
+	// mode, or a ${ is not a reference converge understands (see Substitution).
+	ErrSubstitution = errors.New("substitution failed")
 )
 
 // timeoutError is the cause of a render that ran out of time: it reads

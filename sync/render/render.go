@@ -109,6 +109,9 @@ type Options struct {
 	// (an empty Keys decrypts nothing: every encrypted file then fails naming its
 	// recipients). Nil, an encrypted file fails the render with ErrDecryption.
 	Decryption *Keys
+	// Substitute, when set, replaces ${var} in the rendered objects (spec.postBuild),
+	// before they are validated, labelled and sorted; see Substitution.
+	Substitute *Substitution
 
 	// readHook, when set (tests only), runs before every file read with the
 	// render's context and the file's path relative to Root.
@@ -233,7 +236,11 @@ func renderWithin(ctx context.Context, opts Options) (*Result, error) {
 	if len(items) > limits.MaxDocuments {
 		return nil, fileErr(display, classErr(ErrLimitExceeded, "more than %d objects", limits.MaxDocuments))
 	}
-
+	if opts.Substitute != nil {
+		if err := substitute(items, *opts.Substitute, limits, display); err != nil {
+			return nil, err
+		}
+	}
 	if err := finish(items, opts, limits); err != nil {
 		return nil, err
 	}
