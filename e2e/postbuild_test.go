@@ -13,11 +13,11 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
 
-// Scenario 22: spec.postBuild substitutes variables from a ConfigMap; a change to the
+// Scenario 23: spec.postBuild substitutes variables from a ConfigMap; a change to the
 // ConfigMap deploys the same revision again with the new value at once (the SyncTarget
 // polls hourly), and a change made while the daemon is down is deployed when it starts.
 func TestPostBuildVariables(t *testing.T) {
-	run(t, 22, "postBuild variables: a ConfigMap change redeploys", parallel, func(s *scenario) {
+	run(t, 23, "postBuild variables: a ConfigMap change redeploys", parallel, func(s *scenario) {
 		g := NewWithT(t)
 		ctx := context.Background()
 		r := s.repo("app")
