@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -116,7 +117,7 @@ func (b *Bench) bigFluxAfter(ctx context.Context, f *flux, g *bigGroup, ns strin
 // kustomize-controller's controller_runtime_reconcile_time_seconds counts it, and the API
 // requests both controllers sent meanwhile.
 func (b *Bench) fluxIdle(ctx context.Context, f *flux) (wall, sent float64, err error) {
-	s0, err := scrape(ctx, f.kustomize.metricsURL, "controller_runtime_reconcile_time_seconds_sum")
+	s0, err := scrape(ctx, f.kustomize.metricsURL, "controller_runtime_reconcile_")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -140,15 +141,30 @@ func (b *Bench) fluxIdle(ctx context.Context, f *flux) (wall, sent float64, err 
 	if _, err := w.wait(); err != nil {
 		return 0, 0, fluxWaitError(err, last, f)
 	}
-	s1, err := scrape(ctx, f.kustomize.metricsURL, "controller_runtime_reconcile_time_seconds_sum")
-	if err != nil {
-		return 0, 0, err
+	// The status is written before the reconcile returns and its time is observed: wait
+	// for the observation.
+	sel := map[string]string{"controller": "kustomization"}
+	var s1 []sample
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if s1, err = scrape(ctx, f.kustomize.metricsURL, "controller_runtime_reconcile_"); err != nil {
+			return 0, 0, err
+		}
+		if sum(s1, "controller_runtime_reconcile_total", sel) > sum(s0, "controller_runtime_reconcile_total", sel) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, errors.New("kustomize-controller counted no reconcile of big")
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	r1, err := f.requests(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
-	sel := map[string]string{"controller": "kustomization"}
 	wall = sum(s1, "controller_runtime_reconcile_time_seconds_sum", sel) - sum(s0, "controller_runtime_reconcile_time_seconds_sum", sel)
 	return wall, r1.minus(r0).total(), nil
 }
