@@ -210,7 +210,7 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 		return nil, fmt.Errorf("reading SyncTarget %s/%s: %w", ns, o.target, err)
 	}
 	in.options = diff.OptionsFor(st)
-	in.render = diff.RenderOptions{TargetNamespace: st.Spec.TargetNamespace, OwnerName: st.Name, OwnerNamespace: st.Namespace}
+	in.render = diff.RenderOptionsFor(st, "", "")
 	if o.path != "" {
 		if in.render.Root, in.render.Path, err = diff.LocalRoot(o.path); err != nil {
 			return nil, err
