@@ -23,8 +23,8 @@ func TestStatusOf(t *testing.T) {
 	}
 	widget := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "example.com/v1", "kind": "Widget",
-		"metadata":   map[string]any{"name": "w", "namespace": "shop"},
-		"status":     map[string]any{"phase": "Broken"},
+		"metadata": map[string]any{"name": "w", "namespace": "shop"},
+		"status":   map[string]any{"phase": "Broken"},
 	}}
 	exprs := []convergev1.CustomHealthCheck{{APIVersion: "example.com/v1", Kind: "Widget",
 		Current: "self.status.phase == 'Ok'", Failed: "self.status.phase == 'Broken'"}}

@@ -118,7 +118,7 @@ func TestTargetPage(t *testing.T) {
 	g.Expect(body).To(ContainSubstring("+1 ~3 -0"))
 	g.Expect(body).To(ContainSubstring("2.0s"))
 	g.Expect(body).To(ContainSubstring(`data-action="rollback" data-to="main@sha1:` + sha(1) + `"`))
-	g.Expect(body).NotTo(ContainSubstring(`data-to="main@sha1:` + sha(2) + `"`), "no rollback to the applied revision")
+	g.Expect(body).NotTo(ContainSubstring(`data-to="main@sha1:`+sha(2)+`"`), "no rollback to the applied revision")
 	g.Expect(body).To(ContainSubstring(`<span class="tns">shop</span>`), "the tree")
 	g.Expect(body).To(ContainSubstring(`<span class="tkind">ConfigMap</span>`))
 	g.Expect(body).To(MatchRegexp(`<span class="badge ok">Current</span> web-config`))
