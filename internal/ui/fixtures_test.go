@@ -33,7 +33,7 @@ func fakeTarget(ns, name string, ready bool, deps ...string) convergev1.SyncTarg
 		{Type: convergev1.ReadyCondition, Status: status, Reason: reason, Message: msg, LastTransitionTime: t},
 		{Type: convergev1.HealthyCondition, Status: status, Reason: reason, LastTransitionTime: t},
 	}
-	for i := 3; i >= 1; i-- {
+	for i := 1; i <= 3; i++ {
 		start := metav1.NewTime(fixedNow.Add(-time.Duration(i) * 10 * time.Minute))
 		res := convergev1.SyncSucceeded
 		if i == 3 {

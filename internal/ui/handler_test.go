@@ -58,7 +58,7 @@ func TestOverviewListsTargetsWithCountsAndGraph(t *testing.T) {
 	g.Expect(body).To(ContainSubstring(`<b>1</b> Failed`))
 	g.Expect(body).To(ContainSubstring(`<a href="https://github.com/acme/web/commit/` + sha(2) + `"><code>` + sha(2)[:7] + `</code></a>`))
 	g.Expect(body).To(ContainSubstring("rolled back: Deployment web did not become ready"))
-	g.Expect(body).To(ContainSubstring("30m ago"))
+	g.Expect(body).To(ContainSubstring("10m ago"), "the last sync")
 	g.Expect(body).To(MatchRegexp(`<svg[^>]*>`), "the dependsOn graph")
 	g.Expect(body).To(ContainSubstring(`<a href="/targets/shop/db" class="node ready">`))
 	g.Expect(body).NotTo(ContainSubstring(`href="/targets/infra/dns" class="node`), "a target without dependencies is not in the graph")

@@ -1,0 +1,43 @@
+package ui
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/browsertest"
+)
+
+// TestPagesInTheBrowser loads the pages from memory in a real Chromium: the script runs
+// under the Content-Security-Policy, the confirmation dialog opens and closes from the
+// keyboard. The e2e suite drives the real binary against a cluster.
+func TestPagesInTheBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	g := NewWithT(t)
+	targets := []convergev1.SyncTarget{fakeTarget("infra", "dns", true), fakeTarget("shop", "db", true, "dns"),
+		fakeTarget("shop", "web", false, "db"), fakeTarget("shop", "cache", true, "db")}
+	targets[1].Spec.DependsOn[0].Namespace = "infra"
+	targets[3].Spec.Suspend = true
+	targets[0].Status.Inventory = &convergev1.ResourceInventory{Entries: []convergev1.InventoryEntry{
+		{ID: "_infra__Namespace", Version: "v1"}, {ID: "infra_coredns_apps_Deployment", Version: "v1"}, {ID: "infra_coredns__ConfigMap", Version: "v1"}}}
+	s, _ := testServer(t, targets, []corev1.Event{fakeEvent("infra", "dns", "Succeeded", "applied revision main@sha1:abc")}, nil)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+
+	ctx := browsertest.New(t)
+	g.Expect(chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#targets")))).To(Succeed())
+	live, err := chromedp.Run(ctx, chromedp.Poll[string](`document.body.dataset.live`, chromedp.WithPollingTimeout(10*time.Second)))
+	g.Expect(err).NotTo(HaveOccurred(), "the script runs under the CSP and follows /events")
+	g.Expect(live).To(Equal("on"))
+	browsertest.Screenshot(t, ctx, "memory-overview")
+
+	g.Expect(chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/targets/infra/dns"), chromedp.WaitVisible(chromedp.CSS(".timeline")))).To(Succeed())
+	browsertest.Screenshot(t, ctx, "memory-target")
+}
