@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -40,4 +41,20 @@ func TestPagesInTheBrowser(t *testing.T) {
 
 	g.Expect(chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/targets/infra/dns"), chromedp.WaitVisible(chromedp.CSS(".timeline")))).To(Succeed())
 	browsertest.Screenshot(t, ctx, "memory-target")
+
+	// Roll back from the history, from the keyboard: the dialog asks, Enter confirms.
+	g.Expect(within(ctx, chromedp.Focus(chromedp.CSS(`button[data-action="rollback"][data-to="main@sha1:`+sha(1)+`"]`)),
+		chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.CSS("#confirm")))).To(Succeed())
+	browsertest.Screenshot(t, ctx, "memory-confirm")
+	g.Expect(within(ctx, chromedp.KeyEvent("\r"))).To(Succeed(), "the dialog's Confirm button has the focus")
+	flash, err := chromedp.Run(ctx, chromedp.Poll[string](`document.querySelector("#flash").textContent`, chromedp.WithPollingTimeout(10*time.Second)))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(flash).To(Equal("pinned SyncTarget infra/dns to commit " + sha(1) + " (resume restores branch main)"))
+}
+
+// within runs actions for at most 10 seconds.
+func within(ctx context.Context, actions ...chromedp.Action[chromedp.Void]) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return chromedp.Do(ctx, actions...)
 }
