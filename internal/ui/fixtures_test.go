@@ -12,7 +12,7 @@ import (
 
 var fixedNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
-func sha(i int) string { return fmt.Sprintf("%040x", i+0xabc000) }
+func sha(i int) string { return fmt.Sprintf("%06x%034x", 0xabc000+i, i) }
 
 // fakeTarget is a SyncTarget as the daemon leaves it after some syncs.
 func fakeTarget(ns, name string, ready bool, deps ...string) convergev1.SyncTarget {

@@ -295,3 +295,18 @@ func TestActionBadRevision(t *testing.T) {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+func TestHistoryOffersEachOtherCommitOnce(t *testing.T) {
+	g := NewWithT(t)
+	st := fakeTarget("shop", "web", true)
+	// Pinned by a rollback: the applied revision names the commit without the branch.
+	st.Status.LastAppliedRevision = "sha1:" + sha(1)
+	st.Status.History = append([]convergev1.HistoryEntry{{Revision: "sha1:" + sha(1), Result: convergev1.SyncSucceeded}}, st.Status.History...)
+	var offered []string
+	for _, e := range historyOf(&st, fixedNow) {
+		if e.Rollback {
+			offered = append(offered, e.Revision.Short)
+		}
+	}
+	g.Expect(offered).To(Equal([]string{sha(2)[:7], sha(3)[:7]}))
+}

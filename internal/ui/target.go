@@ -109,21 +109,31 @@ func (s *Server) targetLive(ctx context.Context, st *convergev1.SyncTarget) (*ta
 	return v, nil
 }
 
-// historyOf is the timeline, newest first; every revision but the applied one can be
-// rolled back to, once.
+// historyOf is the timeline, newest first; every commit but the applied one can be
+// rolled back to, from its newest entry.
 func historyOf(st *convergev1.SyncTarget, now time.Time) []historyEntry {
-	seen := map[string]bool{st.Status.LastAppliedRevision: true}
+	seen := map[string]bool{commitOf(st.Status.LastAppliedRevision): true}
 	var out []historyEntry
 	for _, e := range st.Status.History {
+		commit := commitOf(e.Revision)
 		out = append(out, historyEntry{
 			Revision: revisionOf(st, e.Revision), Result: string(e.Result),
 			Started: timeOf(e.StartedAt.Time, now), Duration: durationText(e),
 			Created: e.Created, Configured: e.Configured, Deleted: e.Deleted, Message: e.Message,
-			Rollback: !seen[e.Revision] && !st.Spec.Suspend,
+			Rollback: commit != "" && !seen[commit] && !st.Spec.Suspend,
 		})
-		seen[e.Revision] = true
+		seen[commit] = true
 	}
 	return out
+}
+
+// commitOf is the commit SHA of a revision ("main@sha1:…" or "sha1:…"), else "".
+func commitOf(rev string) string {
+	r, err := sources.ParseRevision(rev)
+	if err != nil {
+		return ""
+	}
+	return r.Commit
 }
 
 func keyOf(r *http.Request) client.ObjectKey {

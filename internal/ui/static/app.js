@@ -57,10 +57,17 @@
       if (a && live.contains(a) && a.dataset.action) {
         sel = '[data-action="' + a.dataset.action + '"]' + (a.dataset.to ? '[data-to="' + a.dataset.to + '"]' : '');
       }
+      var before = fetched();
       live.innerHTML = html;
       if (sel) { var b = live.querySelector(sel); if (b) { b.focus(); } }
+      if (diff && fetched() !== before) { loadDiff(); }
       document.body.dataset.updated = String(Date.now());
     }).catch(function () {});
+  }
+  // fetched is the revision fetched last: the diff is computed anew when it moves.
+  function fetched() {
+    var t = live.querySelector('[data-fetched]');
+    return t ? t.dataset.fetched : '';
   }
   function loadDiff() {
     diff.setAttribute('aria-busy', 'true');
