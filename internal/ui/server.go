@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -65,11 +66,29 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
 	h := newHub()
-	store, err := newInformerStore(ctx, opts.Config, opts.Namespace, h)
-	if err != nil {
+	s := newServer(opts, nil, c, h)
+	if err := s.checkAccess(ctx); err != nil {
 		return nil, err
 	}
-	return newServer(opts, store, c, h), nil
+	if s.store, err = newInformerStore(ctx, opts.Config, opts.Namespace, h); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkAccess lists what the watches will list, once: a user who may not gets a clear
+// error now rather than watches that retry for ever.
+func (s *Server) checkAccess(ctx context.Context) error {
+	where := "every namespace (-n limits the UI to one)"
+	if s.opts.Namespace != "" {
+		where = "namespace " + s.opts.Namespace
+	}
+	for kind, list := range map[string]client.ObjectList{"SyncTargets": &convergev1.SyncTargetList{}, "Events": &corev1.EventList{}} {
+		if err := s.client.List(ctx, list, client.InNamespace(s.opts.Namespace), client.Limit(1)); err != nil {
+			return fmt.Errorf("listing %s in %s: %s", kind, where, s.explain(err))
+		}
+	}
+	return nil
 }
 
 // NewWithStore returns a handler over store (tests and benchmarks); c makes the
