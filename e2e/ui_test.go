@@ -115,88 +115,120 @@ func poll(ctx context.Context, expr string, timeout time.Duration) error {
 	return nil
 }
 
+// uiScenario is what the steps of scenario 20 share.
+type uiScenario struct {
+	*scenario
+	g    Gomega
+	ctx  context.Context // the browser's
+	repo *repo
+	st   *convergev1.SyncTarget
+	revs []string // the revisions committed, oldest first
+}
+
 // Scenario 20: the web UI — the real `converge ui` in a real Chromium, next to the
 // daemon: the overview and a target page, a push that shows up without a reload, a
 // rollback from the page, and the API server's 403 for a user who may only read.
 func TestWebUI(t *testing.T) {
 	run(t, 20, "web UI (converge ui in Chromium)", parallel, func(s *scenario) {
-		g := NewWithT(t)
-		ctx := browsertest.New(t)
-		r := s.repo("ui")
-		rev1 := r.commit(map[string]string{"deploy/configmap.yaml": configMap("ui-settings", "one"), "deploy/secret.yaml": uiSecret("hunter2-one")})
-		st := s.syncTarget("web", r, nil)
-		s.waitHealthy(st, rev1, 90*time.Second)
-		rev2 := r.commit(map[string]string{"deploy/configmap.yaml": configMap("ui-settings", "two"), "deploy/secret.yaml": uiSecret("hunter2-two")})
-		s.waitHealthy(st, rev2, 60*time.Second)
+		u := &uiScenario{scenario: s, g: NewWithT(t), ctx: browsertest.New(t), repo: s.repo("ui")}
+		u.commit("one")
+		u.st = s.syncTarget("web", u.repo, nil)
+		s.waitHealthy(u.st, u.revs[0], 90*time.Second)
+		u.commit("two")
+		s.waitHealthy(u.st, u.revs[1], 60*time.Second)
 
-		url := startUI(t, suite.cluster.Kubeconfig)
-		base := url[:strings.Index(url, "/?")]
-		row := fmt.Sprintf(`document.querySelector('a[href="/targets/%s/web"]')`, s.ns)
-		g.Expect(do(ctx, 30*time.Second, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("#targets")))).To(Succeed())
-		g.Expect(poll(ctx, row+` && document.body.dataset.live === "on"`, 30*time.Second)).To(Succeed(), "the overview lists the target and follows /events")
-		g.Expect(poll(ctx, row+`.closest("tr").textContent.includes("`+short(rev2)+`")`, 10*time.Second)).To(Succeed())
-		browsertest.Screenshot(t, ctx, "overview")
-
-		// A push shows up in the open page, without a reload.
-		g.Expect(do(ctx, 30*time.Second, chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`))).To(Succeed())
-		pushed := time.Now()
-		rev3 := r.commit(map[string]string{"deploy/configmap.yaml": configMap("ui-settings", "three"), "deploy/secret.yaml": uiSecret("hunter2-three")})
-		g.Expect(poll(ctx, row+`.closest("tr").textContent.includes("`+short(rev3)+`") && window.notReloaded`, 60*time.Second)).To(Succeed())
-		s.latency("push→overview row", time.Since(pushed))
-		browsertest.Screenshot(t, ctx, "overview-after-push")
-
-		// The target page: history, the tree with live health, the pending diff.
-		g.Expect(do(ctx, 30*time.Second, chromedp.Navigate(fmt.Sprintf("%s/targets/%s/web", base, s.ns)), chromedp.WaitVisible(chromedp.CSS(".timeline")))).To(Succeed())
-		g.Expect(poll(ctx, `document.querySelector(".timeline").textContent.includes("`+short(rev3)+`")`, 30*time.Second)).To(Succeed())
-		g.Expect(poll(ctx, `document.querySelector(".tree") && document.querySelector(".tree").textContent.includes("ui-settings")`, 10*time.Second)).To(Succeed())
-		tree, err := text(ctx, ".tree")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(tree).To(MatchRegexp(`Current\s+ui-settings`))
-		g.Expect(tree).To(MatchRegexp(`Current\s+ui-secret`))
-		g.Expect(poll(ctx, `!document.querySelector("#diff").hasAttribute("aria-busy") && document.querySelector("#diff").textContent.length > 0`, 60*time.Second)).To(Succeed())
-		diffText, err := text(ctx, "#diff")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(diffText).To(ContainSubstring("No changes"))
-		html, err := text(ctx, "html")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(html).NotTo(ContainSubstring("hunter2"))
-		browsertest.Screenshot(t, ctx, "target")
-
-		// Roll back to rev1 from the page, as a user who may.
-		commit1 := strings.TrimPrefix(rev1, "main@sha1:")
-		g.Expect(do(ctx, 30*time.Second,
-			chromedp.Click(chromedp.CSS(`button[data-action="rollback"][data-to="`+rev1+`"]`)),
-			chromedp.WaitVisible(chromedp.CSS("#confirm")),
-		)).To(Succeed())
-		browsertest.Screenshot(t, ctx, "rollback-confirm")
-		g.Expect(do(ctx, 30*time.Second, chromedp.Click(chromedp.CSS("#confirm-ok")))).To(Succeed())
-		g.Expect(poll(ctx, `document.querySelector("#flash").textContent.includes("pinned SyncTarget `+s.ns+`/web to commit `+commit1+`")`, 15*time.Second)).To(Succeed())
-		s.eventually(st, 60*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
-			g.Expect(st.Spec.Source.Ref).To(Equal(convergev1.GitRef{Commit: commit1}))
-			g.Expect(ready(st).Status).To(Equal(metav1.ConditionTrue))
-			g.Expect(st.Status.LastAppliedRevision).To(HaveSuffix(commit1))
-		})
-		g.Eventually(func(g Gomega) { g.Expect(configMapValue(g, s.app, "ui-settings")).To(Equal("one")) }).WithTimeout(30 * time.Second).Should(Succeed())
-		g.Expect(poll(ctx, `document.querySelector("#live").textContent.includes("pinned by a rollback")`, 15*time.Second)).To(Succeed(), "the page follows")
-		browsertest.Screenshot(t, ctx, "target-after-rollback")
-
-		// A user who may only read gets the API server's 403, in words.
-		viewer := s.viewerKubeconfig(s.ns + "-viewer")
-		vurl := startUI(t, viewer, "-n", s.ns)
-		vbase := vurl[:strings.Index(vurl, "/?")]
-		g.Expect(do(ctx, 30*time.Second, chromedp.Navigate(vurl), chromedp.WaitVisible(chromedp.CSS("#targets")))).To(Succeed())
-		g.Expect(do(ctx, 30*time.Second, chromedp.Navigate(fmt.Sprintf("%s/targets/%s/web", vbase, s.ns)), chromedp.WaitVisible(chromedp.CSS(".timeline")))).To(Succeed())
-		requested := get(g, st).Annotations[convergev1.RequestedAtAnnotation]
-		g.Expect(do(ctx, 30*time.Second,
-			chromedp.Click(chromedp.CSS(`button[data-action="reconcile"]`)),
-			chromedp.WaitVisible(chromedp.CSS("#confirm")),
-			chromedp.Click(chromedp.CSS("#confirm-ok")),
-		)).To(Succeed())
-		want := fmt.Sprintf("you (user %s-viewer) may not patch synctargets in namespace %s", s.ns, s.ns)
-		g.Expect(poll(ctx, `document.querySelector("#flash").textContent.includes("`+want+`")`, 15*time.Second)).To(Succeed())
-		browsertest.Screenshot(t, ctx, "forbidden")
-		g.Expect(get(g, st).Annotations).To(HaveKeyWithValue(convergev1.RequestedAtAnnotation, requested), "nothing changed")
+		base := u.overviewFollowsAPush()
+		u.targetPage(base)
+		u.rollBack()
+		u.forbidden()
 	})
+}
+
+// commit changes the ConfigMap and the Secret the SyncTarget applies.
+func (u *uiScenario) commit(value string) {
+	u.revs = append(u.revs, u.repo.commit(map[string]string{
+		"deploy/configmap.yaml": configMap("ui-settings", value), "deploy/secret.yaml": uiSecret("hunter2-" + value)}))
+}
+
+// overviewFollowsAPush opens the overview of an admin's converge ui, pushes, and sees
+// the row change without a reload; it returns the UI's base URL.
+func (u *uiScenario) overviewFollowsAPush() string {
+	g, ctx := u.g, u.ctx
+	url := startUI(u.t, suite.cluster.Kubeconfig)
+	row := fmt.Sprintf(`document.querySelector('a[href="/targets/%s/web"]')`, u.ns)
+	g.Expect(do(ctx, 30*time.Second, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("#targets")))).To(Succeed())
+	g.Expect(poll(ctx, row+` && document.body.dataset.live === "on"`, 30*time.Second)).To(Succeed(), "the overview lists the target and follows /events")
+	g.Expect(poll(ctx, row+`.closest("tr").textContent.includes("`+short(u.revs[1])+`")`, 10*time.Second)).To(Succeed())
+	browsertest.Screenshot(u.t, ctx, "overview")
+
+	g.Expect(do(ctx, 10*time.Second, chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`))).To(Succeed())
+	pushed := time.Now()
+	u.commit("three")
+	g.Expect(poll(ctx, row+`.closest("tr").textContent.includes("`+short(u.revs[2])+`") && window.notReloaded`, 60*time.Second)).To(Succeed())
+	u.latency("push→overview row", time.Since(pushed))
+	browsertest.Screenshot(u.t, ctx, "overview-after-push")
+	return url[:strings.Index(url, "/?")]
+}
+
+// targetPage checks the history, the tree with live health and the pending diff.
+func (u *uiScenario) targetPage(base string) {
+	g, ctx := u.g, u.ctx
+	g.Expect(do(ctx, 30*time.Second, chromedp.Navigate(fmt.Sprintf("%s/targets/%s/web", base, u.ns)), chromedp.WaitVisible(chromedp.CSS(".timeline")))).To(Succeed())
+	g.Expect(poll(ctx, `document.querySelector(".timeline").textContent.includes("`+short(u.revs[2])+`")`, 30*time.Second)).To(Succeed())
+	g.Expect(poll(ctx, `document.querySelector(".tree") && document.querySelector(".tree").textContent.includes("ui-settings")`, 10*time.Second)).To(Succeed())
+	tree, err := text(ctx, ".tree")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(tree).To(MatchRegexp(`Current\s+ui-settings`))
+	g.Expect(tree).To(MatchRegexp(`Current\s+ui-secret`))
+	g.Expect(poll(ctx, `!document.querySelector("#diff").hasAttribute("aria-busy") && document.querySelector("#diff").textContent.length > 0`, 60*time.Second)).To(Succeed())
+	diffText, err := text(ctx, "#diff")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(diffText).To(ContainSubstring("No changes"))
+	page, err := text(ctx, "html")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(page).NotTo(ContainSubstring("hunter2"))
+	browsertest.Screenshot(u.t, ctx, "target")
+}
+
+// rollBack rolls back to the first revision from the page, as a user who may.
+func (u *uiScenario) rollBack() {
+	g, ctx := u.g, u.ctx
+	commit1 := strings.TrimPrefix(u.revs[0], "main@sha1:")
+	g.Expect(do(ctx, 30*time.Second,
+		chromedp.Click(chromedp.CSS(`button[data-action="rollback"][data-to="`+u.revs[0]+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm")),
+	)).To(Succeed())
+	browsertest.Screenshot(u.t, ctx, "rollback-confirm")
+	g.Expect(do(ctx, 10*time.Second, chromedp.Click(chromedp.CSS("#confirm-ok")))).To(Succeed())
+	g.Expect(poll(ctx, `document.querySelector("#flash").textContent.includes("pinned SyncTarget `+u.ns+`/web to commit `+commit1+`")`, 15*time.Second)).To(Succeed())
+	u.eventually(u.st, 60*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Spec.Source.Ref).To(Equal(convergev1.GitRef{Commit: commit1}))
+		g.Expect(ready(st).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(st.Status.LastAppliedRevision).To(HaveSuffix(commit1))
+	})
+	g.Eventually(func(g Gomega) { g.Expect(configMapValue(g, u.app, "ui-settings")).To(Equal("one")) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(poll(ctx, `document.querySelector("#live").textContent.includes("pinned by a rollback")`, 15*time.Second)).To(Succeed(), "the page follows")
+	browsertest.Screenshot(u.t, ctx, "target-after-rollback")
+}
+
+// forbidden asks for a reconcile as a user who may only read: the API server's 403, in words.
+func (u *uiScenario) forbidden() {
+	g, ctx := u.g, u.ctx
+	viewer := u.viewerKubeconfig(u.ns + "-viewer")
+	url := startUI(u.t, viewer, "-n", u.ns)
+	base := url[:strings.Index(url, "/?")]
+	g.Expect(do(ctx, 30*time.Second, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("#targets")))).To(Succeed())
+	g.Expect(do(ctx, 30*time.Second, chromedp.Navigate(fmt.Sprintf("%s/targets/%s/web", base, u.ns)), chromedp.WaitVisible(chromedp.CSS(".timeline")))).To(Succeed())
+	requested := get(g, u.st).Annotations[convergev1.RequestedAtAnnotation]
+	g.Expect(do(ctx, 30*time.Second,
+		chromedp.Click(chromedp.CSS(`button[data-action="reconcile"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm")),
+		chromedp.Click(chromedp.CSS("#confirm-ok")),
+	)).To(Succeed())
+	want := fmt.Sprintf("you (user %s-viewer) may not patch synctargets in namespace %s", u.ns, u.ns)
+	g.Expect(poll(ctx, `document.querySelector("#flash").textContent.includes("`+want+`")`, 15*time.Second)).To(Succeed())
+	browsertest.Screenshot(u.t, ctx, "forbidden")
+	g.Expect(get(g, u.st).Annotations).To(HaveKeyWithValue(convergev1.RequestedAtAnnotation, requested), "nothing changed")
 }
 
 func short(rev string) string {

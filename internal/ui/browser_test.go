@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,7 @@ func TestPagesInTheBrowser(t *testing.T) {
 		fakeTarget("shop", "web", false, "db"), fakeTarget("shop", "cache", true, "db")}
 	targets[1].Spec.DependsOn[0].Namespace = "infra"
 	targets[3].Spec.Suspend = true
+	targets[0].Spec.Source.URL = "http://127.0.0.1:1/dns.git" // the diff fails at once, off the network
 	targets[0].Status.Inventory = &convergev1.ResourceInventory{Entries: []convergev1.InventoryEntry{
 		{ID: "_infra__Namespace", Version: "v1"}, {ID: "infra_coredns_apps_Deployment", Version: "v1"}, {ID: "infra_coredns__ConfigMap", Version: "v1"}}}
 	s, _ := testServer(t, targets, []corev1.Event{fakeEvent("infra", "dns", "Succeeded", "applied revision main@sha1:abc")}, nil)
@@ -41,6 +43,13 @@ func TestPagesInTheBrowser(t *testing.T) {
 
 	g.Expect(chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/targets/infra/dns"), chromedp.WaitVisible(chromedp.CSS(".timeline")))).To(Succeed())
 	browsertest.Screenshot(t, ctx, "memory-target")
+	_, err = chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	bg, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.body).backgroundColor`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(bg).To(Equal("rgb(13, 17, 23)"), "the dark theme follows the system")
+	browsertest.Screenshot(t, ctx, "memory-target-dark")
 
 	// Roll back from the history, from the keyboard: the dialog asks, Enter confirms.
 	g.Expect(within(ctx, chromedp.Focus(chromedp.CSS(`button[data-action="rollback"][data-to="main@sha1:`+sha(1)+`"]`)),
