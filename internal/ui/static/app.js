@@ -26,7 +26,7 @@
   var tbody = $('#targets tbody'), summary = $('#summary');
   // A row is found by its link: /targets/<namespace>/<name>.
   function rowOf(href) {
-    var a = tbody.querySelector('a[href="' + href + '"]');
+    var a = tbody.querySelector('a[href="' + CSS.escape(href) + '"]');
     return a ? a.closest('tr') : null;
   }
   function refreshRow(key) {
@@ -55,7 +55,7 @@
       if (html === null) { return; }
       var a = document.activeElement, sel = null;
       if (a && live.contains(a) && a.dataset.action) {
-        sel = '[data-action="' + a.dataset.action + '"]' + (a.dataset.to ? '[data-to="' + a.dataset.to + '"]' : '');
+        sel = '[data-action="' + CSS.escape(a.dataset.action) + '"]' + (a.dataset.to ? '[data-to="' + CSS.escape(a.dataset.to) + '"]' : '');
       }
       var before = fetched();
       live.innerHTML = html;
