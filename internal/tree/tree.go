@@ -51,13 +51,29 @@ type Tree struct {
 	Total  int
 }
 
+// forbiddenMessage is the message of an object the caller may not read.
+const forbiddenMessage = "you may not read it"
+
 // concurrency bounds the reads of live objects running at once.
 const concurrency = 8
+
+// Options tune LoadWith.
+type Options struct {
+	// MayRead, when set, is asked before each object is read: an object it refuses is
+	// Unknown, "you may not read it", and is not read. A server that reads for its users
+	// with its own identity sets it.
+	MayRead func(ctx context.Context, id *unstructured.Unstructured) bool
+}
 
 // Load reads every object of st's inventory with c (the caller's own rights) and
 // computes its health. An object that is gone is NotFound; one the caller may not read
 // is Unknown, saying so. Secrets are read as metadata only.
 func Load(ctx context.Context, c client.Reader, st *convergev1.SyncTarget) (*Tree, error) {
+	return LoadWith(ctx, c, st, Options{})
+}
+
+// LoadWith is Load with options.
+func LoadWith(ctx context.Context, c client.Reader, st *convergev1.SyncTarget, opts Options) (*Tree, error) {
 	var entries []convergev1.InventoryEntry
 	if st.Status.Inventory != nil {
 		entries = st.Status.Inventory.Entries
@@ -74,6 +90,11 @@ func Load(ctx context.Context, c client.Reader, st *convergev1.SyncTarget) (*Tre
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			if opts.MayRead != nil && !opts.MayRead(ctx, id) {
+				nodes[i] = Node{APIVersion: id.GetAPIVersion(), Kind: id.GetKind(), Namespace: id.GetNamespace(), Name: id.GetName(),
+					Status: health.Unknown, Message: forbiddenMessage}
+				return
+			}
 			nodes[i] = read(ctx, c, id, st.Spec.HealthCheckExprs)
 		}()
 	}
@@ -104,7 +125,7 @@ func read(ctx context.Context, c client.Reader, id *unstructured.Unstructured, e
 	case apierrors.IsNotFound(err):
 		n.Status, n.Message = health.NotFound, "not found in the cluster"
 	case apierrors.IsForbidden(err):
-		n.Status, n.Message = health.Unknown, "you may not read it"
+		n.Status, n.Message = health.Unknown, forbiddenMessage
 	case err != nil:
 		n.Status, n.Message = health.Unknown, fmt.Sprintf("cannot read it: %v", err)
 	default:

@@ -35,6 +35,10 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := keyOf(r)
+	if err := s.authorizeTarget(r.Context(), "patch", key.Namespace, key.Name); err != nil {
+		writeJSON(w, statusOf(err), actionResult{Message: s.explain(err)})
+		return
+	}
 	st := &convergev1.SyncTarget{}
 	if err := s.client.Get(r.Context(), key, st); err != nil {
 		writeJSON(w, statusOf(err), actionResult{Message: s.explain(err)})
@@ -93,7 +97,10 @@ func sameOrigin(r *http.Request) error {
 
 func statusOf(err error) int {
 	var in *actions.InputError
+	var denied *deniedError
 	switch {
+	case errors.As(err, &denied):
+		return http.StatusForbidden
 	case apierrors.IsForbidden(err):
 		return http.StatusForbidden
 	case apierrors.IsNotFound(err):

@@ -111,6 +111,12 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 func stream(t *testing.T, ctx context.Context, base string) <-chan string {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/events", nil)
+	return streamRequest(t, req)
+}
+
+// streamRequest sends req to /events and sends each "kind data" line it receives.
+func streamRequest(t *testing.T, req *http.Request) <-chan string {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,13 @@ func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := &diffView{}
+	if s.opts.InCluster != nil {
+		// A dry-run apply of every object and a read of the source credentials would be
+		// made with the server's rights: not for a user.
+		v.Error = "the pending diff is not shown here: run converge diff --target " + st.Name + " -n " + st.Namespace + " (or converge ui) with your own credentials"
+		s.render(w, r, "diff", v)
+		return
+	}
 	res, rev, err := diff.Pending(r.Context(), s.client, st, st.Status.LastFetchedRevision)
 	if rev.Commit != "" {
 		v.Revision = revisionOf(st, rev.String())

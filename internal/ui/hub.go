@@ -89,6 +89,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-tick.C:
 			_, _ = fmt.Fprint(w, ": keep-alive\n\n")
 		case c := <-ch:
+			if c.Key != "" && !s.mayFollow(r.Context(), c.Key) {
+				continue
+			}
 			if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", c.Kind, c.Key); err != nil {
 				return
 			}

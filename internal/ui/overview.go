@@ -88,6 +88,7 @@ func (s *Server) overview(r *http.Request) (*overview, error) {
 	if err != nil {
 		return nil, err
 	}
+	targets = s.visible(r.Context(), targets)
 	f := filterOf(r)
 	now := s.opts.Now()
 	counts := map[string]int{}
@@ -141,12 +142,13 @@ func (s *Server) serveOverviewFragment(w http.ResponseWriter, r *http.Request) {
 
 // serveRow is one row of the overview; 204 when the target is gone or filtered out.
 func (s *Server) serveRow(w http.ResponseWriter, r *http.Request) {
-	st, found, err := s.store.Target(r.Context(), keyOf(r))
+	key := keyOf(r)
+	st, found, err := s.store.Target(r.Context(), key)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if !found || !filterOf(r).matches(st, stateOf(st)) {
+	if !found || !filterOf(r).matches(st, stateOf(st)) || s.authorizeTarget(r.Context(), "get", key.Namespace, key.Name) != nil {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}

@@ -43,6 +43,9 @@ type Options struct {
 	AllowedHosts []string
 	// Now is the clock of the ages shown; nil is time.Now.
 	Now func() time.Time
+	// InCluster, when set, serves many users, each authenticated by a bearer token and
+	// authorized per request (see InCluster); Config is then the server's own identity.
+	InCluster *InCluster
 }
 
 // Server is the UI's http.Handler.
@@ -116,6 +119,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /targets/{ns}/{name}/diff", s.serveDiff)
 	s.mux.HandleFunc("POST /targets/{ns}/{name}/{action}", s.serveAction)
 	s.mux.HandleFunc("GET /events", s.serveEvents)
+	if s.opts.InCluster != nil {
+		s.mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) { s.loginPage(w, r, http.StatusOK, "") })
+		s.mux.HandleFunc("POST /login", s.serveLogin)
+	}
 }
 
 // ServeHTTP checks the host and the access token, sets the security headers and serves.
@@ -134,6 +141,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.authenticated(w, r) {
 		return
+	}
+	if s.opts.InCluster != nil {
+		var ok bool
+		if r, ok = s.authenticateRequest(w, r); !ok {
+			return
+		}
 	}
 	s.mux.ServeHTTP(w, r)
 }

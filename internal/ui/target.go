@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -63,6 +64,9 @@ type targetLive struct {
 }
 
 func (s *Server) target(ctx context.Context, key client.ObjectKey) (*targetPage, error) {
+	if err := s.authorizeTarget(ctx, "get", key.Namespace, key.Name); err != nil {
+		return nil, err
+	}
 	st, found, err := s.store.Target(ctx, key)
 	if err != nil {
 		return nil, err
@@ -90,9 +94,12 @@ func (s *Server) targetLive(ctx context.Context, st *convergev1.SyncTarget) (*ta
 		Applied:    revisionOf(st, st.Status.LastAppliedRevision),
 		Fetched:    revisionOf(st, st.Status.LastFetchedRevision),
 		Conditions: st.Status.Conditions, History: historyOf(st, now)}
-	events, err := s.store.Events(ctx, client.ObjectKeyFromObject(st))
-	if err != nil {
-		return nil, err
+	var events []corev1.Event
+	if s.authorize(ctx, "list", "", "events", st.Namespace, "") == nil {
+		var err error
+		if events, err = s.store.Events(ctx, client.ObjectKeyFromObject(st)); err != nil {
+			return nil, err
+		}
 	}
 	for _, e := range events {
 		v.Events = append(v.Events, eventView{Type: e.Type, Reason: e.Reason, Message: e.Message, Count: e.Count, When: timeOf(eventTime(e), now)})
@@ -101,7 +108,11 @@ func (s *Server) targetLive(ctx context.Context, st *convergev1.SyncTarget) (*ta
 		v.TreeError = "no cluster client"
 		return v, nil
 	}
-	t, err := tree.Load(ctx, s.client, st)
+	var opts tree.Options
+	if s.opts.InCluster != nil {
+		opts.MayRead = s.mayRead
+	}
+	t, err := tree.LoadWith(ctx, s.client, st, opts)
 	if err != nil {
 		v.TreeError = err.Error()
 	}
@@ -162,6 +173,10 @@ func (s *Server) serveTargetLive(w http.ResponseWriter, r *http.Request) {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := http.StatusInternalServerError
 	msg := err.Error()
+	var denied *deniedError
+	if errors.As(err, &denied) {
+		code = http.StatusForbidden
+	}
 	if errors.Is(err, errNotFound) {
 		code = http.StatusNotFound
 		msg = fmt.Sprintf("SyncTarget %s not found", keyOf(r))
