@@ -122,6 +122,10 @@ func (s *Server) explain(err error) string {
 	if !apierrors.IsForbidden(err) {
 		return err.Error()
 	}
+	if s.opts.InCluster != nil {
+		// The server's own request was refused: not the user's rights at stake.
+		return "the converge daemon may not do this: " + err.Error()
+	}
 	m := forbiddenRE.FindStringSubmatch(err.Error())
 	user := s.user()
 	if m == nil {
