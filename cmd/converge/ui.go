@@ -7,8 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -69,7 +72,7 @@ func (o *uiOptions) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	h, err := ui.New(ctx, ui.Options{Config: cfg, Namespace: o.cli.namespace, AccessToken: token,
 		AllowedHosts: []string{fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("localhost:%d", port)}})
