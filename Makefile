@@ -110,7 +110,7 @@ run: controlplane build ## Run converge: on a local cluster when KUBECONFIG is u
 	$(BIN)/converge dev
 
 .PHONY: test
-test: controlplane ## Run every test: unit, envtest, local cluster, e2e, bench smoke; then each fuzz target for 20 s.
+test: controlplane chromium ## Run every test: unit, envtest, local cluster, e2e, bench smoke; then each fuzz target for 20 s.
 	go test $(TEST_FLAGS) ./...
 	hack/fuzz-smoke.sh
 
@@ -126,8 +126,15 @@ image-test: ## Test the image build: build linux/amd64, inspect and run it, push
 fuzz-smoke: ## Run each fuzz target for FUZZ_TIME (default 20s); crashers land in testdata/fuzz.
 	hack/fuzz-smoke.sh
 
+.PHONY: chromium
+chromium: ## Install Debian's chromium for the web UI's browser tests, unless a Chromium is there.
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || \
+	  { if [ "$$(id -u)" = 0 ]; then sudo=; elif command -v sudo >/dev/null; then sudo=sudo; \
+	    else echo "chromium is missing and cannot be installed without root: the browser tests will skip (outside CI)"; exit 0; fi; \
+	    $$sudo apt-get update && $$sudo apt-get install -y chromium; }
+
 .PHONY: e2e
-e2e: controlplane ## Run the end-to-end suite: the real binary against a local cluster and git servers.
+e2e: controlplane chromium ## Run the end-to-end suite: the real binary against a local cluster and git servers.
 	go test -count=1 -timeout 20m -v ./e2e/
 
 # make bench runs Flux beside converge unless BENCH_BASELINES is set (empty: converge alone).

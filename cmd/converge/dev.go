@@ -138,7 +138,8 @@ Try:
   kubectl get synctargets -A; kubectl -n demo get deploy,svc,cm
   cd %s && sed -i 's/replicas: 2/replicas: 3/' deploy/deployment.yaml && git commit -qam 'scale web' 
   ... and within ~10s the Deployment has 3 replicas.
-Ctrl-C stops everything.`, kubeconfig, repo, url, repo)
+  web UI:      bin/converge ui --open --kubeconfig %s   (follows it live)
+Ctrl-C stops everything.`, kubeconfig, repo, url, repo, kubeconfig)
 	err = serve.Wait()
 	if ctx.Err() != nil {
 		return nil

@@ -8,14 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/diff"
-	"github.com/converge-gitops/converge/sync/postbuild"
-	"github.com/converge-gitops/converge/sync/render"
 )
 
 // diffOptions are the flags of `converge diff`.
@@ -214,16 +211,9 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 		return nil, fmt.Errorf("reading SyncTarget %s/%s: %w", ns, o.target, err)
 	}
 	in.options = diff.OptionsFor(st)
-	in.render = diff.RenderOptions{TargetNamespace: st.Spec.TargetNamespace, OwnerName: st.Name, OwnerNamespace: st.Namespace}
-	if in.render.Decryption, err = render.KeysFor(ctx, st, secretGetter(c)); err != nil {
+	if in.render, err = diff.TargetRenderOptions(ctx, c, st, "", ""); err != nil {
 		return nil, err
 	}
-	// The variables are read with your own rights, as the source's credentials are.
-	vars, err := postbuild.Read(ctx, c, st)
-	if err != nil {
-		return nil, err
-	}
-	in.render.Substitute = vars.Substitution
 	if o.path != "" {
 		if in.render.Root, in.render.Path, err = diff.LocalRoot(o.path); err != nil {
 			return nil, err
@@ -237,17 +227,6 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 	in.render.Root, in.render.Path = in.checkout.Dir, st.Spec.Path
 	in.title = fmt.Sprintf("converge diff: SyncTarget `%s/%s` at `%s`", ns, st.Name, in.checkout.Revision)
 	return in, nil
-}
-
-// secretGetter reads a Secret's data with c, for render.KeysFor.
-func secretGetter(c client.Client) render.SecretGetter {
-	return func(ctx context.Context, namespace, name string) (map[string][]byte, error) {
-		secret := &corev1.Secret{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
-			return nil, err
-		}
-		return secret.Data, nil
-	}
 }
 
 // diffCompleteDirs completes PATH with directories.

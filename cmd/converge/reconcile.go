@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,11 +12,11 @@ import (
 	"github.com/spf13/pflag"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/actions"
 	convergesync "github.com/converge-gitops/converge/sync"
 )
 
@@ -83,13 +82,8 @@ func (o *reconcileOptions) run(ctx context.Context, out io.Writer, name string) 
 		return suspendedError(key)
 	}
 	requested := newRequestToken()
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"annotations": map[string]string{convergev1.RequestedAtAnnotation: requested}}})
-	if err != nil {
+	if err := actions.RequestReconcile(ctx, c, st, requested); err != nil {
 		return err
-	}
-	if err := c.Patch(ctx, st, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("requesting a reconcile of %s: %w", key, err)
 	}
 	if _, err := fmt.Fprintf(out, "requested a reconcile of SyncTarget %s\n", key); err != nil {
 		return err
@@ -101,12 +95,9 @@ func (o *reconcileOptions) run(ctx context.Context, out io.Writer, name string) 
 }
 
 // newRequestToken is a fresh value for the requestedAt annotation.
-func newRequestToken() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+func newRequestToken() string { return actions.NewRequestToken() }
 
-func suspendedError(key client.ObjectKey) error {
-	return fmt.Errorf("SyncTarget %s is suspended: run converge resume %s -n %s to let it sync again",
-		key, key.Name, key.Namespace)
-}
+func suspendedError(key client.ObjectKey) error { return actions.SuspendedError(key) }
 
 // syncProgress is what a SyncTarget's status says about a requested sync.
 type syncProgress struct {

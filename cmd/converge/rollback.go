@@ -2,29 +2,22 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
-	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/internal/actions"
 )
 
 // PinnedFromAnnotation records, as JSON, the ref a SyncTarget followed before
 // `converge rollback` pinned it to a commit; `converge resume` restores it.
-const PinnedFromAnnotation = "converge.dev/pinned-from"
-
-// minSHAPrefix is the shortest commit prefix rollback --to accepts, as git abbreviates.
-const minSHAPrefix = 7
+const PinnedFromAnnotation = actions.PinnedFromAnnotation
 
 // rollbackOptions are the flags of `converge rollback`.
 type rollbackOptions struct {
@@ -99,27 +92,9 @@ func (o *rollbackOptions) run(ctx context.Context, out io.Writer, name string) e
 	}
 	key := client.ObjectKeyFromObject(st)
 	requested := newRequestToken()
-	var commit string
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := c.Get(ctx, key, st); err != nil {
-			return err
-		}
-		if st.Spec.Suspend {
-			return fmt.Errorf("SyncTarget %s is suspended: converge resume %s -n %s lets it sync again (and unpins it)",
-				key, key.Name, key.Namespace)
-		}
-		if commit, err = resolveRollbackCommit(st, o.to); err != nil {
-			return err
-		}
-		base := st.DeepCopy()
-		if err := pin(st, commit); err != nil {
-			return err
-		}
-		setAnnotation(st, convergev1.RequestedAtAnnotation, requested)
-		return c.Patch(ctx, st, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	})
+	commit, err := actions.Rollback(ctx, c, key, o.to, requested, st)
 	if err != nil {
-		return fmt.Errorf("rolling back %s: %w", key, err)
+		return cliInputError(err)
 	}
 	from := recordedRef(st)
 	if _, err := fmt.Fprintf(out, "pinned SyncTarget %s to commit %s (converge resume restores %s)\n",
@@ -132,123 +107,31 @@ func (o *rollbackOptions) run(ctx context.Context, out io.Writer, name string) e
 	return waitForSync(ctx, &o.cli, out, key, requested, o.wait.timeout)
 }
 
-// resolveRollbackCommit finds the full commit SHA that rev names for st: a revision
-// string, a full SHA, or a prefix of at least 7 hex digits of a commit that st's history
-// (or its status) mentions, matching one commit only.
+// resolveRollbackCommit finds the full commit SHA that rev names for st (see
+// actions.ResolveCommit); a rev that names no commit at all is a usage error.
 func resolveRollbackCommit(st *convergev1.SyncTarget, rev string) (string, error) {
-	rev = strings.TrimSpace(rev)
-	if strings.Contains(rev, ":") {
-		r, err := sources.ParseRevision(rev)
-		if err != nil {
-			return "", usageError(err)
-		}
-		return r.Commit, nil
-	}
-	prefix := strings.ToLower(rev)
-	for _, ch := range prefix {
-		if (ch < '0' || ch > '9') && (ch < 'a' || ch > 'f') {
-			return "", usageError(fmt.Errorf("--to %q is neither a revision (main@sha1:<hex>) nor a commit SHA", rev))
-		}
-	}
-	if len(prefix) == 40 || len(prefix) == 64 {
-		return prefix, nil
-	}
-	if len(prefix) < minSHAPrefix {
-		return "", usageError(fmt.Errorf("--to %q is too short: give at least %d hex digits of the commit", rev, minSHAPrefix))
-	}
-	matches := map[string]bool{}
-	for _, r := range knownRevisions(st) {
-		if parsed, err := sources.ParseRevision(r); err == nil && strings.HasPrefix(parsed.Commit, prefix) {
-			matches[parsed.Commit] = true
-		}
-	}
-	switch len(matches) {
-	case 0:
-		return "", fmt.Errorf("no commit starting with %s in the history of %s (see converge history %s)",
-			prefix, client.ObjectKeyFromObject(st), st.Name)
-	case 1:
-		for c := range matches {
-			return c, nil
-		}
-	}
-	all := make([]string, 0, len(matches))
-	for c := range matches {
-		all = append(all, c)
-	}
-	sort.Strings(all)
-	return "", fmt.Errorf("%s is ambiguous in the history of %s: it starts %s; give more digits",
-		prefix, client.ObjectKeyFromObject(st), strings.Join(all, ", "))
+	commit, err := actions.ResolveCommit(st, rev)
+	return commit, cliInputError(err)
 }
 
-// knownRevisions are the revisions st's status mentions: its history and its last ones.
-func knownRevisions(st *convergev1.SyncTarget) []string {
-	revs := []string{st.Status.LastAppliedRevision, st.Status.LastHealthyRevision,
-		st.Status.LastAttemptedRevision, st.Status.LastFetchedRevision}
-	for _, e := range st.Status.History {
-		revs = append(revs, e.Revision)
+// cliInputError makes a revision that names no commit a usage error (exit 2).
+func cliInputError(err error) error {
+	var in *actions.InputError
+	if errors.As(err, &in) {
+		return usageError(err)
 	}
-	return revs
+	return err
 }
 
-// pin points st at commit, recording the ref it followed unless a ref recorded by an
-// earlier rollback is there already: that one, the ref before any pin, is what resume
-// restores. It refuses when the annotation does not describe st: a recorded ref on a
-// SyncTarget that follows something other than a commit was left behind by someone
-// changing the ref by hand, and overwriting or keeping it would both guess.
-func pin(st *convergev1.SyncTarget, commit string) error {
-	key := client.ObjectKeyFromObject(st)
-	if raw, ok := st.Annotations[PinnedFromAnnotation]; ok {
-		if _, err := parsePinnedFrom(raw); err != nil {
-			return fmt.Errorf("SyncTarget %s: %w; fix or remove the annotation first", key, err)
-		}
-		if st.Spec.Source.Ref.Commit == "" {
-			return fmt.Errorf("SyncTarget %s follows %s, not a pinned commit, yet records %s=%s: "+
-				"remove the annotation (or run converge resume) first", key, describeRef(st.Spec.Source.Ref),
-				PinnedFromAnnotation, raw)
-		}
-	} else {
-		b, err := json.Marshal(st.Spec.Source.Ref)
-		if err != nil {
-			return err
-		}
-		setAnnotation(st, PinnedFromAnnotation, string(b))
-	}
-	st.Spec.Source.Ref = convergev1.GitRef{Commit: commit}
-	return nil
-}
+func pin(st *convergev1.SyncTarget, commit string) error { return actions.Pin(st, commit) }
 
-func parsePinnedFrom(raw string) (convergev1.GitRef, error) {
-	var ref convergev1.GitRef
-	dec := json.NewDecoder(strings.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ref); err != nil {
-		return ref, fmt.Errorf("annotation %s is not a ref: %w", PinnedFromAnnotation, err)
-	}
-	if ref == (convergev1.GitRef{}) {
-		return ref, fmt.Errorf("annotation %s records an empty ref", PinnedFromAnnotation)
-	}
-	return ref, nil
-}
+func parsePinnedFrom(raw string) (convergev1.GitRef, error) { return actions.ParsePinnedFrom(raw) }
 
 // recordedRef is the ref st's annotation records, or its current ref.
-func recordedRef(st *convergev1.SyncTarget) convergev1.GitRef {
-	if ref, err := parsePinnedFrom(st.Annotations[PinnedFromAnnotation]); err == nil {
-		return ref
-	}
-	return st.Spec.Source.Ref
-}
+func recordedRef(st *convergev1.SyncTarget) convergev1.GitRef { return actions.RecordedRef(st) }
 
 // describeRef says what a ref follows: branch main, tag v1.2.0, commit 0a1b2c3…
-func describeRef(r convergev1.GitRef) string {
-	return sources.Ref(r).String()
-}
-
-func setAnnotation(st *convergev1.SyncTarget, key, value string) {
-	if st.Annotations == nil {
-		st.Annotations = map[string]string{}
-	}
-	st.Annotations[key] = value
-}
+func describeRef(r convergev1.GitRef) string { return actions.DescribeRef(r) }
 
 // resumeOptions are the flags of `converge resume`.
 type resumeOptions struct {
@@ -286,34 +169,9 @@ func (o *resumeOptions) run(ctx context.Context, out io.Writer, name string) err
 	}
 	key := client.ObjectKeyFromObject(st)
 	requested := newRequestToken()
-	var did []string
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		did = did[:0]
-		if err := c.Get(ctx, key, st); err != nil {
-			return err
-		}
-		base := st.DeepCopy()
-		if raw, ok := st.Annotations[PinnedFromAnnotation]; ok {
-			ref, err := parsePinnedFrom(raw)
-			if err != nil {
-				return fmt.Errorf("%w; set spec.source.ref and remove the annotation by hand", err)
-			}
-			st.Spec.Source.Ref = ref
-			delete(st.Annotations, PinnedFromAnnotation)
-			did = append(did, "following "+describeRef(ref)+" again")
-		}
-		if st.Spec.Suspend {
-			st.Spec.Suspend = false
-			did = append(did, "no longer suspended")
-		}
-		setAnnotation(st, convergev1.RequestedAtAnnotation, requested)
-		return c.Patch(ctx, st, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	})
+	did, err := actions.Resume(ctx, c, key, requested)
 	if err != nil {
-		return fmt.Errorf("resuming %s: %w", key, err)
-	}
-	if len(did) == 0 {
-		did = append(did, "neither pinned nor suspended; requested a reconcile")
+		return err
 	}
 	if _, err := fmt.Fprintf(out, "resumed SyncTarget %s: %s\n", key, strings.Join(did, ", ")); err != nil {
 		return err
@@ -353,8 +211,8 @@ func (o *suspendOptions) run(ctx context.Context, out io.Writer, name string) er
 		return err
 	}
 	key := client.ObjectKeyFromObject(st)
-	if err := c.Patch(ctx, st, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))); err != nil {
-		return fmt.Errorf("suspending %s: %w", key, err)
+	if err := actions.Suspend(ctx, c, st); err != nil {
+		return err
 	}
 	_, err = fmt.Fprintf(out, "suspended SyncTarget %s\n", key)
 	return err

@@ -40,7 +40,8 @@ func newRootCommand() *cobra.Command {
 		newDiffCommand(), newBuildCommand(),
 		newGetCommand(), newHistoryCommand(), newReconcileCommand(),
 		newRollbackCommand(), newResumeCommand(), newSuspendCommand(),
-		newInstallCommand(), newCreateCommand(), newBootstrapCommand())
+		newInstallCommand(), newCreateCommand(), newBootstrapCommand(),
+		newUICommand(), newTreeCommand())
 	return root
 }
 

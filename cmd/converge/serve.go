@@ -127,6 +127,7 @@ type serveOptions struct {
 	manager managerOptions
 	source  sourceOptions
 	sync    syncOptions
+	ui      serveUIOptions
 }
 
 func newServeCommand() *cobra.Command {
@@ -143,6 +144,7 @@ func newServeCommand() *cobra.Command {
 	o.manager.BindFlags(cmd.Flags())
 	o.source.BindFlags(cmd.Flags())
 	o.sync.BindFlags(cmd.Flags())
+	o.ui.BindFlags(cmd.Flags())
 	return cmd
 }
 
@@ -232,6 +234,9 @@ func (o *serveOptions) run(ctx context.Context) error {
 		if err := mgr.Add(webhookServer{srv: srv}); err != nil {
 			return err
 		}
+	}
+	if err := o.ui.addTo(mgr, cfg); err != nil {
+		return err
 	}
 	if err := r.SetupWithManager(ctx, mgr, syncOpts); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)

@@ -1,0 +1,312 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/actions"
+)
+
+// testServer serves targets from memory; its client holds the same targets.
+func testServer(t *testing.T, targets []convergev1.SyncTarget, events []corev1.Event, funcs *interceptor.Funcs) (*Server, client.Client) {
+	t.Helper()
+	b := fake.NewClientBuilder().WithScheme(scheme())
+	for i := range targets {
+		b = b.WithObjects(targets[i].DeepCopy())
+	}
+	if funcs != nil {
+		b = b.WithInterceptorFuncs(*funcs)
+	}
+	c := b.Build()
+	return NewWithStore(Options{Now: func() time.Time { return fixedNow }}, NewMemoryStore(targets, events), c), c
+}
+
+func get(t *testing.T, s http.Handler, target string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+	return rec
+}
+
+func TestOverviewListsTargetsWithCountsAndGraph(t *testing.T) {
+	g := NewWithT(t)
+	s, _ := testServer(t, []convergev1.SyncTarget{
+		fakeTarget("shop", "db", true), fakeTarget("shop", "web", false, "db"), fakeTarget("infra", "dns", true),
+	}, nil, nil)
+	rec := get(t, s, "/")
+	g.Expect(rec.Code).To(Equal(http.StatusOK))
+	body := rec.Body.String()
+	g.Expect(body).To(ContainSubstring(`href="/targets/shop/web"`))
+	g.Expect(body).To(ContainSubstring(`href="/targets/infra/dns"`))
+	g.Expect(body).To(ContainSubstring(`<b>2</b> Ready`))
+	g.Expect(body).To(ContainSubstring(`<b>1</b> Failed`))
+	g.Expect(body).To(ContainSubstring(`<a href="https://github.com/acme/web/commit/` + sha(2) + `"><code>` + sha(2)[:7] + `</code></a>`))
+	g.Expect(body).To(ContainSubstring("rolled back: Deployment web did not become ready"))
+	g.Expect(body).To(ContainSubstring("10m ago"), "the last sync")
+	g.Expect(body).To(MatchRegexp(`<svg[^>]*>`), "the dependsOn graph")
+	g.Expect(body).To(ContainSubstring(`<a href="/targets/shop/db" class="node ready">`))
+	g.Expect(body).NotTo(ContainSubstring(`href="/targets/infra/dns" class="node`), "a target without dependencies is not in the graph")
+}
+
+func TestOverviewFilters(t *testing.T) {
+	s, _ := testServer(t, []convergev1.SyncTarget{
+		fakeTarget("shop", "db", true), fakeTarget("shop", "web", false), fakeTarget("infra", "dns", true),
+	}, nil, nil)
+	for _, tc := range []struct {
+		query      string
+		want, not  []string
+		wantCounts string
+	}{
+		{query: "?ns=shop", want: []string{"/targets/shop/db", "/targets/shop/web"}, not: []string{"/targets/infra/dns"}},
+		{query: "?state=Failed", want: []string{"/targets/shop/web"}, not: []string{"/targets/shop/db", "/targets/infra/dns"}},
+		{query: "?q=DNS", want: []string{"/targets/infra/dns"}, not: []string{"/targets/shop/db", "/targets/shop/web"}},
+		{query: "?q=did+not+become", want: []string{"/targets/shop/web"}, not: []string{"/targets/shop/db"}},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			g := NewWithT(t)
+			body := get(t, s, "/"+tc.query).Body.String()
+			rows := body[strings.Index(body, "<tbody>"):]
+			for _, w := range tc.want {
+				g.Expect(rows).To(ContainSubstring(`href="` + w + `"`))
+			}
+			for _, n := range tc.not {
+				g.Expect(rows).NotTo(ContainSubstring(`href="` + n + `"`))
+			}
+		})
+	}
+}
+
+func TestRowFragment(t *testing.T) {
+	g := NewWithT(t)
+	s, _ := testServer(t, []convergev1.SyncTarget{fakeTarget("shop", "web", false)}, nil, nil)
+	rec := get(t, s, "/fragments/row/shop/web")
+	g.Expect(rec.Code).To(Equal(http.StatusOK))
+	g.Expect(rec.Body.String()).To(HavePrefix(`<tr><td><a href="/targets/shop/web">`))
+	g.Expect(get(t, s, "/fragments/row/shop/web?state=Ready").Code).To(Equal(http.StatusNoContent), "filtered out")
+	g.Expect(get(t, s, "/fragments/row/shop/gone").Code).To(Equal(http.StatusNoContent), "deleted")
+	g.Expect(get(t, s, "/fragments/overview").Body.String()).To(ContainSubstring(`<b>1</b> Failed`))
+}
+
+func TestTargetPage(t *testing.T) {
+	g := NewWithT(t)
+	st := fakeTarget("shop", "web", true)
+	st.Status.Inventory = &convergev1.ResourceInventory{Entries: []convergev1.InventoryEntry{{ID: "shop_web-config__ConfigMap", Version: "v1"}}}
+	s, c := testServer(t, []convergev1.SyncTarget{st}, []corev1.Event{fakeEvent("shop", "web", "Succeeded", "applied revision abc")}, nil)
+	g.Expect(c.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metaNS("shop", "web-config")})).To(Succeed())
+	rec := get(t, s, "/targets/shop/web")
+	g.Expect(rec.Code).To(Equal(http.StatusOK))
+	body := rec.Body.String()
+	g.Expect(body).To(ContainSubstring("https://github.com/acme/web.git"))
+	g.Expect(body).To(ContainSubstring("branch main"))
+	g.Expect(body).To(ContainSubstring(`<span class="badge rolledback">RolledBack</span>`), "the history")
+	g.Expect(body).To(ContainSubstring("+1 ~3 -0"))
+	g.Expect(body).To(ContainSubstring("2.0s"))
+	g.Expect(body).To(ContainSubstring(`data-action="rollback" data-to="main@sha1:` + sha(1) + `"`))
+	g.Expect(body).NotTo(ContainSubstring(`data-to="main@sha1:`+sha(2)+`"`), "no rollback to the applied revision")
+	g.Expect(body).To(ContainSubstring(`<span class="tns">shop</span>`), "the tree")
+	g.Expect(body).To(ContainSubstring(`<span class="tkind">ConfigMap</span>`))
+	g.Expect(body).To(MatchRegexp(`<span class="badge ok">Current</span> web-config`))
+	g.Expect(body).To(ContainSubstring("applied revision abc"), "the events")
+	g.Expect(body).To(ContainSubstring(`data-src="/targets/shop/web/diff"`))
+
+	live := get(t, s, "/targets/shop/web/live")
+	g.Expect(live.Code).To(Equal(http.StatusOK))
+	g.Expect(live.Body.String()).To(ContainSubstring(`<span class="tkind">ConfigMap</span>`))
+	g.Expect(live.Body.String()).NotTo(ContainSubstring("<html"))
+
+	missing := get(t, s, "/targets/shop/nope")
+	g.Expect(missing.Code).To(Equal(http.StatusNotFound))
+	g.Expect(missing.Body.String()).To(ContainSubstring("SyncTarget shop/nope not found"))
+}
+
+func TestSecurityHeadersAndNoInlineCode(t *testing.T) {
+	g := NewWithT(t)
+	s, _ := testServer(t, []convergev1.SyncTarget{fakeTarget("shop", "web", true, "db")}, nil, nil)
+	for _, path := range []string{"/", "/targets/shop/web"} {
+		rec := get(t, s, path)
+		csp := rec.Header().Get("Content-Security-Policy")
+		g.Expect(csp).To(ContainSubstring("default-src 'self'"))
+		g.Expect(csp).NotTo(ContainSubstring("unsafe-inline"))
+		g.Expect(rec.Header().Get("X-Frame-Options")).To(Equal("DENY"))
+		body := rec.Body.String()
+		g.Expect(regexp.MustCompile(`<script(?:\s[^>]*)?>`).FindAllString(body, -1)).To(Equal([]string{`<script src="/static/app.js" defer>`}))
+		g.Expect(body).NotTo(MatchRegexp(`\sstyle=|<style|\son[a-z]+=`), "no inline style or handler")
+		g.Expect(body).NotTo(MatchRegexp(`(src|href)="(https?:)?//[^"]*\.(js|css|woff2?)`), "nothing from elsewhere")
+	}
+	for _, f := range []string{"/static/app.js", "/static/app.css"} {
+		g.Expect(get(t, s, f).Code).To(Equal(http.StatusOK), f)
+	}
+}
+
+func TestHostAndAccessToken(t *testing.T) {
+	g := NewWithT(t)
+	s := NewWithStore(Options{AccessToken: "s3cret", AllowedHosts: []string{"127.0.0.1:8080"}}, NewMemoryStore(nil, nil), nil)
+	req := httptest.NewRequest(http.MethodGet, "http://evil.example:8080/", nil)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	g.Expect(rec.Code).To(Equal(http.StatusMisdirectedRequest), "DNS rebinding: another host name")
+
+	rec = get(t, s, "http://127.0.0.1:8080/")
+	g.Expect(rec.Code).To(Equal(http.StatusUnauthorized))
+
+	rec = get(t, s, "http://127.0.0.1:8080/?token=wrong")
+	g.Expect(rec.Code).To(Equal(http.StatusUnauthorized))
+
+	rec = get(t, s, "http://127.0.0.1:8080/?ns=a&token=s3cret")
+	g.Expect(rec.Code).To(Equal(http.StatusSeeOther))
+	g.Expect(rec.Header().Get("Location")).To(Equal("/?ns=a"), "the token leaves the URL")
+	cookie := rec.Result().Cookies()[0]
+	g.Expect(cookie.HttpOnly).To(BeTrue())
+	g.Expect(cookie.SameSite).To(Equal(http.SameSiteStrictMode))
+
+	req = httptest.NewRequest(http.MethodGet, "http://127.0.0.1:8080/", nil)
+	req.AddCookie(cookie)
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	g.Expect(rec.Code).To(Equal(http.StatusOK))
+}
+
+// post sends an action as the page's script does.
+func post(t *testing.T, s http.Handler, path string, form url.Values, header map[string]string) (int, actionResult) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080"+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	var res actionResult
+	if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil {
+		t.Fatalf("answer %q: %v", rec.Body, err)
+	}
+	return rec.Code, res
+}
+
+var fromPage = map[string]string{ActionHeader: "1", "Origin": "http://127.0.0.1:8080", "Sec-Fetch-Site": "same-origin"}
+
+func TestActions(t *testing.T) {
+	key := client.ObjectKey{Namespace: "shop", Name: "web"}
+	for _, tc := range []struct {
+		action string
+		form   url.Values
+		want   string
+		check  func(g Gomega, st *convergev1.SyncTarget)
+	}{
+		{action: "reconcile", want: "requested a reconcile of SyncTarget shop/web", check: func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(st.Annotations).To(HaveKey(convergev1.RequestedAtAnnotation))
+		}},
+		{action: "suspend", want: "suspended SyncTarget shop/web", check: func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(st.Spec.Suspend).To(BeTrue())
+		}},
+		{action: "rollback", form: url.Values{"to": {"main@sha1:" + sha(1)}}, want: "pinned SyncTarget shop/web to commit " + sha(1) + " (resume restores branch main)",
+			check: func(g Gomega, st *convergev1.SyncTarget) {
+				g.Expect(st.Spec.Source.Ref).To(Equal(convergev1.GitRef{Commit: sha(1)}))
+				g.Expect(st.Annotations).To(HaveKeyWithValue(actions.PinnedFromAnnotation, `{"branch":"main"}`))
+				g.Expect(st.Annotations).To(HaveKey(convergev1.RequestedAtAnnotation))
+			}},
+	} {
+		t.Run(tc.action, func(t *testing.T) {
+			g := NewWithT(t)
+			s, c := testServer(t, []convergev1.SyncTarget{fakeTarget("shop", "web", true)}, nil, nil)
+			code, res := post(t, s, "/targets/shop/web/"+tc.action, tc.form, fromPage)
+			g.Expect(res.Message).To(Equal(tc.want))
+			g.Expect(code).To(Equal(http.StatusOK))
+			st := &convergev1.SyncTarget{}
+			g.Expect(c.Get(context.Background(), key, st)).To(Succeed())
+			tc.check(g, st)
+		})
+	}
+}
+
+func TestResumeUnpins(t *testing.T) {
+	g := NewWithT(t)
+	st := fakeTarget("shop", "web", true)
+	st.Spec.Suspend = true
+	st.Spec.Source.Ref = convergev1.GitRef{Commit: sha(1)}
+	st.Annotations = map[string]string{actions.PinnedFromAnnotation: `{"branch":"main"}`}
+	s, c := testServer(t, []convergev1.SyncTarget{st}, nil, nil)
+	code, res := post(t, s, "/targets/shop/web/resume", nil, fromPage)
+	g.Expect(code).To(Equal(http.StatusOK))
+	g.Expect(res.Message).To(Equal("resumed SyncTarget shop/web: following branch main again, no longer suspended"))
+	got := &convergev1.SyncTarget{}
+	g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: "web"}, got)).To(Succeed())
+	g.Expect(got.Spec.Source.Ref).To(Equal(convergev1.GitRef{Branch: "main"}))
+	g.Expect(got.Spec.Suspend).To(BeFalse())
+}
+
+func TestActionsRefuseCrossSiteRequests(t *testing.T) {
+	for name, header := range map[string]map[string]string{
+		"no action header (a plain form post)": {"Origin": "http://127.0.0.1:8080"},
+		"another origin":                       {ActionHeader: "1", "Origin": "https://evil.example"},
+		"another site":                         {ActionHeader: "1", "Sec-Fetch-Site": "cross-site"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			s, c := testServer(t, []convergev1.SyncTarget{fakeTarget("shop", "web", true)}, nil, nil)
+			code, _ := post(t, s, "/targets/shop/web/suspend", nil, header)
+			g.Expect(code).To(Equal(http.StatusForbidden))
+			st := &convergev1.SyncTarget{}
+			g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: "web"}, st)).To(Succeed())
+			g.Expect(st.Spec.Suspend).To(BeFalse(), "nothing done")
+		})
+	}
+}
+
+func TestActionForbiddenSaysWhoMayNotDoWhat(t *testing.T) {
+	g := NewWithT(t)
+	forbid := &interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		return apierrors.NewForbidden(schema.GroupResource{Group: "converge.dev", Resource: "synctargets"}, obj.GetName(),
+			errorString(`User "alice" cannot patch resource "synctargets" in API group "converge.dev" in the namespace "shop"`))
+	}}
+	s, _ := testServer(t, []convergev1.SyncTarget{fakeTarget("shop", "web", true)}, nil, forbid)
+	for _, action := range []string{"reconcile", "suspend", "rollback"} {
+		code, res := post(t, s, "/targets/shop/web/"+action, url.Values{"to": {"main@sha1:" + sha(1)}}, fromPage)
+		g.Expect(code).To(Equal(http.StatusForbidden), action)
+		g.Expect(res.OK).To(BeFalse())
+		g.Expect(res.Message).To(Equal("you (user alice) may not patch synctargets in namespace shop"), action)
+	}
+}
+
+func TestActionBadRevision(t *testing.T) {
+	g := NewWithT(t)
+	s, _ := testServer(t, []convergev1.SyncTarget{fakeTarget("shop", "web", true)}, nil, nil)
+	code, res := post(t, s, "/targets/shop/web/rollback", url.Values{"to": {"xyz"}}, fromPage)
+	g.Expect(code).To(Equal(http.StatusBadRequest))
+	g.Expect(res.Message).To(ContainSubstring(`"xyz" is neither a revision`))
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+func TestHistoryOffersEachOtherCommitOnce(t *testing.T) {
+	g := NewWithT(t)
+	st := fakeTarget("shop", "web", true)
+	// Pinned by a rollback: the applied revision names the commit without the branch.
+	st.Status.LastAppliedRevision = "sha1:" + sha(1)
+	st.Status.History = append([]convergev1.HistoryEntry{{Revision: "sha1:" + sha(1), Result: convergev1.SyncSucceeded}}, st.Status.History...)
+	var offered []string
+	for _, e := range historyOf(&st, fixedNow) {
+		if e.Rollback {
+			offered = append(offered, e.Revision.Short)
+		}
+	}
+	g.Expect(offered).To(Equal([]string{sha(2)[:7], sha(3)[:7]}))
+}

@@ -1,0 +1,134 @@
+// converge ui: follows /events and swaps the fragments that changed; sends actions
+// after a confirmation. No inline script anywhere: the CSP allows only this file.
+(function () {
+  'use strict';
+  var $ = function (s) { return document.querySelector(s); };
+
+  function get(url) {
+    return fetch(url, { credentials: 'same-origin', headers: { Accept: 'text/html' } }).then(function (r) {
+      if (r.status === 204) { return null; }
+      return r.text().then(function (t) { if (!r.ok) { throw new Error(t || String(r.status)); } return t; });
+    });
+  }
+  function parse(html) {
+    var t = document.createElement('template');
+    t.innerHTML = html.trim();
+    return t.content;
+  }
+  // debounce runs fn once per key after a quiet 150 ms.
+  var timers = {};
+  function debounce(key, fn) {
+    clearTimeout(timers[key]);
+    timers[key] = setTimeout(function () { delete timers[key]; fn(); }, 150);
+  }
+
+  // Overview: one row per SyncTarget, and the counts and graph.
+  var tbody = $('#targets tbody'), summary = $('#summary');
+  // A row is found by its link: /targets/<namespace>/<name>.
+  function rowOf(href) {
+    var a = tbody.querySelector('a[href="' + CSS.escape(href) + '"]');
+    return a ? a.closest('tr') : null;
+  }
+  function refreshRow(key) {
+    var href = '/targets/' + key;
+    get('/fragments/row/' + key + location.search).then(function (html) {
+      var old = rowOf(href);
+      if (html === null) { if (old) { old.remove(); } return; }
+      var row = parse('<table><tbody>' + html + '</tbody></table>').querySelector('tr');
+      if (old) { old.replaceWith(row); return; }
+      var next = Array.prototype.find.call(tbody.rows, function (r) {
+        return r.querySelector('a').getAttribute('href') > href;
+      });
+      tbody.insertBefore(row, next || null);
+    }).catch(function () {});
+  }
+  function refreshSummary() {
+    get('/fragments/overview' + location.search).then(function (html) {
+      if (html !== null) { summary.innerHTML = html; }
+    }).catch(function () {});
+  }
+
+  // Target page: everything but the diff follows the cluster.
+  var live = $('#live'), diff = $('#diff');
+  function refreshLive() {
+    get(live.dataset.src).then(function (html) {
+      if (html === null) { return; }
+      var a = document.activeElement, sel = null;
+      if (a && live.contains(a) && a.dataset.action) {
+        sel = '[data-action="' + CSS.escape(a.dataset.action) + '"]' + (a.dataset.to ? '[data-to="' + CSS.escape(a.dataset.to) + '"]' : '');
+      }
+      var before = fetched();
+      live.innerHTML = html;
+      if (sel) { var b = live.querySelector(sel); if (b) { b.focus(); } }
+      if (diff && fetched() !== before) { loadDiff(); }
+      document.body.dataset.updated = String(Date.now());
+    }).catch(function () {});
+  }
+  // fetched is the revision fetched last: the diff is computed anew when it moves.
+  function fetched() {
+    var t = live.querySelector('[data-fetched]');
+    return t ? t.dataset.fetched : '';
+  }
+  function loadDiff() {
+    diff.setAttribute('aria-busy', 'true');
+    diff.innerHTML = '<p class="empty">Computing the diff…</p>';
+    get(diff.dataset.src).then(function (html) { diff.innerHTML = html || ''; })
+      .catch(function (e) { diff.innerHTML = ''; var p = document.createElement('p'); p.className = 'error'; p.textContent = e.message; diff.appendChild(p); })
+      .then(function () { diff.removeAttribute('aria-busy'); });
+  }
+
+  function onChange(e) {
+    var key = e.data;
+    if (tbody) { debounce('row ' + key, function () { refreshRow(key); }); debounce('summary', refreshSummary); }
+    if (live && live.dataset.key === key) { debounce('live', refreshLive); }
+  }
+  if (tbody || live) {
+    var conn = $('#conn'), es = new EventSource('/events');
+    es.onopen = function () { conn.textContent = 'live'; conn.classList.add('on'); document.body.dataset.live = 'on'; };
+    es.onerror = function () { conn.textContent = 'reconnecting…'; conn.classList.remove('on'); };
+    es.addEventListener('target', onChange);
+    es.addEventListener('event', onChange);
+    es.addEventListener('reload', function () { if (live) { refreshLive(); } else { location.reload(); } });
+  }
+  if (diff) { loadDiff(); $('#diff-refresh').addEventListener('click', loadDiff); }
+
+  // Actions: confirm in a dialog, then POST with the header no other origin can send.
+  var dialog = $('#confirm'), pendingAction = null;
+  function flash(ok, text) {
+    var p = document.createElement('p');
+    p.className = ok ? 'ok' : 'bad';
+    p.textContent = text;
+    var f = $('#flash');
+    f.replaceChildren(p);
+    setTimeout(function () { if (p.parentNode) { p.remove(); } }, ok ? 8000 : 30000);
+  }
+  function send(a) {
+    var body = new URLSearchParams();
+    if (a.to) { body.set('to', a.to); }
+    fetch('/targets/' + a.target + '/' + a.action, {
+      method: 'POST', credentials: 'same-origin', body: body,
+      headers: { 'X-Converge-Action': '1' }
+    }).then(function (r) { return r.json(); }).then(function (res) {
+      flash(res.ok, res.message);
+      if (live) { refreshLive(); }
+    }).catch(function (e) { flash(false, e.message); });
+  }
+  document.addEventListener('click', function (e) {
+    var b = e.target.closest('[data-action]');
+    if (!b) { return; }
+    pendingAction = { action: b.dataset.action, to: b.dataset.to || '', target: b.closest('[data-target]').dataset.target, button: b };
+    $('#confirm-text').textContent = b.dataset.confirm;
+    dialog.returnValue = '';
+    dialog.showModal();
+    $('#confirm-ok').focus();
+  });
+  if (dialog) {
+    dialog.addEventListener('close', function () {
+      var a = pendingAction;
+      pendingAction = null;
+      if (!a) { return; }
+      if (dialog.returnValue === 'ok') { send(a); }
+      if (document.body.contains(a.button)) { a.button.focus(); }
+    });
+  }
+}());

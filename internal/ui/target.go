@@ -1,0 +1,185 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/actions"
+	"github.com/converge-gitops/converge/internal/tree"
+	"github.com/converge-gitops/converge/sources"
+)
+
+// errNotFound is a SyncTarget that does not exist (or is not visible to the user).
+var errNotFound = errors.New("not found")
+
+// historyEntry is one sync attempt on the timeline.
+type historyEntry struct {
+	Revision   revisionView
+	Result     string
+	Started    timeView
+	Duration   string
+	Created    int32
+	Configured int32
+	Deleted    int32
+	Message    string
+	// Rollback is true when the UI offers to roll back to this revision.
+	Rollback bool
+}
+
+// eventView is one event of the SyncTarget.
+type eventView struct {
+	Type, Reason, Message string
+	Count                 int32
+	When                  timeView
+}
+
+// targetPage is the page of one SyncTarget; its Live part is swapped as it changes.
+type targetPage struct {
+	Namespace, Name string
+	URL, Ref, Path  string
+	Pinned          string
+	Suspended       bool
+	Live            *targetLive
+}
+
+// targetLive is the part of the target page that follows the cluster.
+type targetLive struct {
+	Namespace, Name string
+	State           string
+	Applied         revisionView
+	Fetched         revisionView
+	Conditions      []metav1.Condition
+	History         []historyEntry
+	Tree            *tree.Tree
+	TreeError       string
+	Events          []eventView
+}
+
+func (s *Server) target(ctx context.Context, key client.ObjectKey) (*targetPage, error) {
+	if err := s.authorizeTarget(ctx, "get", key.Namespace, key.Name); err != nil {
+		return nil, err
+	}
+	st, found, err := s.store.Target(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errNotFound
+	}
+	live, err := s.targetLive(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	p := &targetPage{Namespace: st.Namespace, Name: st.Name, URL: sources.RedactURL(st.Spec.Source.URL),
+		Ref: actions.DescribeRef(st.Spec.Source.Ref), Path: st.Spec.Path, Suspended: st.Spec.Suspend, Live: live}
+	if raw, ok := st.Annotations[actions.PinnedFromAnnotation]; ok {
+		if ref, err := actions.ParsePinnedFrom(raw); err == nil {
+			p.Pinned = actions.DescribeRef(ref)
+		}
+	}
+	return p, nil
+}
+
+func (s *Server) targetLive(ctx context.Context, st *convergev1.SyncTarget) (*targetLive, error) {
+	now := s.opts.Now()
+	v := &targetLive{Namespace: st.Namespace, Name: st.Name, State: stateOf(st),
+		Applied:    revisionOf(st, st.Status.LastAppliedRevision),
+		Fetched:    revisionOf(st, st.Status.LastFetchedRevision),
+		Conditions: st.Status.Conditions, History: historyOf(st, now)}
+	var events []corev1.Event
+	if s.authorize(ctx, "list", "", "events", st.Namespace, "") == nil {
+		var err error
+		if events, err = s.store.Events(ctx, client.ObjectKeyFromObject(st)); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range events {
+		v.Events = append(v.Events, eventView{Type: e.Type, Reason: e.Reason, Message: e.Message, Count: e.Count, When: timeOf(eventTime(e), now)})
+	}
+	if s.client == nil {
+		v.TreeError = "no cluster client"
+		return v, nil
+	}
+	var opts tree.Options
+	if s.opts.InCluster != nil {
+		opts.MayRead = s.mayRead
+	}
+	t, err := tree.LoadWith(ctx, s.client, st, opts)
+	if err != nil {
+		v.TreeError = err.Error()
+	}
+	v.Tree = t
+	return v, nil
+}
+
+// historyOf is the timeline, newest first; every commit but the applied one can be
+// rolled back to, from its newest entry.
+func historyOf(st *convergev1.SyncTarget, now time.Time) []historyEntry {
+	seen := map[string]bool{commitOf(st.Status.LastAppliedRevision): true}
+	var out []historyEntry
+	for _, e := range st.Status.History {
+		commit := commitOf(e.Revision)
+		out = append(out, historyEntry{
+			Revision: revisionOf(st, e.Revision), Result: string(e.Result),
+			Started: timeOf(e.StartedAt.Time, now), Duration: durationText(e),
+			Created: e.Created, Configured: e.Configured, Deleted: e.Deleted, Message: e.Message,
+			Rollback: commit != "" && !seen[commit] && !st.Spec.Suspend,
+		})
+		seen[commit] = true
+	}
+	return out
+}
+
+// commitOf is the commit SHA of a revision ("main@sha1:…" or "sha1:…"), else "".
+func commitOf(rev string) string {
+	r, err := sources.ParseRevision(rev)
+	if err != nil {
+		return ""
+	}
+	return r.Commit
+}
+
+func keyOf(r *http.Request) client.ObjectKey {
+	return client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
+}
+
+func (s *Server) serveTarget(w http.ResponseWriter, r *http.Request) {
+	p, err := s.target(r.Context(), keyOf(r))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, "target", p)
+}
+
+func (s *Server) serveTargetLive(w http.ResponseWriter, r *http.Request) {
+	p, err := s.target(r.Context(), keyOf(r))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, "live", p)
+}
+
+// fail shows err as a page (or a fragment) with the status it deserves.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := http.StatusInternalServerError
+	msg := err.Error()
+	var denied *deniedError
+	if errors.As(err, &denied) {
+		code = http.StatusForbidden
+	}
+	if errors.Is(err, errNotFound) {
+		code = http.StatusNotFound
+		msg = fmt.Sprintf("SyncTarget %s not found", keyOf(r))
+	}
+	s.renderStatus(w, r, code, "error", map[string]any{"Code": code, "Message": msg})
+}
