@@ -87,7 +87,7 @@ func (b *Bench) bigFluxAfter(ctx context.Context, f *flux, g *bigGroup, ns strin
 	if b.cfg.runs(workloadIdle) {
 		wall, sent, err := b.fluxIdle(ctx, f)
 		if err != nil {
-			return fmt.Errorf("Flux idle: %w", err)
+			return fmt.Errorf("idle, Flux: %w", err)
 		}
 		g.fs.idleWall, g.fs.idleSent = append(g.fs.idleWall, wall), append(g.fs.idleSent, sent)
 		b.logf("idle rep %d/%d, Flux: reconcile with nothing to do %.0f ms, %.0f API requests sent", rep+1, b.cfg.Reps, wall*1000, sent)
@@ -95,7 +95,7 @@ func (b *Bench) bigFluxAfter(ctx context.Context, f *flux, g *bigGroup, ns strin
 	if b.cfg.runs(workloadChange) {
 		applied, healthy, err := b.fluxChange(ctx, f, g, ns, fmt.Sprintf("rep%d-flux", rep))
 		if err != nil {
-			return fmt.Errorf("Flux change: %w", err)
+			return fmt.Errorf("change, Flux: %w", err)
 		}
 		g.fs.pollApplied, g.fs.pollHealthy = append(g.fs.pollApplied, applied), append(g.fs.pollHealthy, healthy)
 		b.logf("change rep %d/%d, Flux (poll %ds): push → applied %s, → healthy %s", rep+1, b.cfg.Reps,
@@ -104,7 +104,7 @@ func (b *Bench) bigFluxAfter(ctx context.Context, f *flux, g *bigGroup, ns strin
 	if b.cfg.runs(workloadDrift) {
 		took, err := b.fluxDrift(ctx, f, ns)
 		if err != nil {
-			return fmt.Errorf("Flux drift: %w", err)
+			return fmt.Errorf("drift, Flux: %w", err)
 		}
 		g.fs.drift = append(g.fs.drift, took)
 		b.logf("drift rep %d/%d, Flux (interval %ds): edit → restored %s", rep+1, b.cfg.Reps, b.cfg.PollIntervalSeconds, took.Round(time.Millisecond))
