@@ -92,6 +92,31 @@ func TestOverviewFilters(t *testing.T) {
 	}
 }
 
+func TestOverviewPages(t *testing.T) {
+	g := NewWithT(t)
+	s, _ := testServer(t, fakeTargets(2*pageSize+1), nil, nil)
+	rows := func(body string) int { return strings.Count(body, "<tr><td>") }
+
+	first := get(t, s, "/").Body.String()
+	g.Expect(rows(first)).To(Equal(pageSize))
+	g.Expect(first).To(ContainSubstring(`<b>1001</b> total`), "the counts cover every page")
+	g.Expect(first).To(ContainSubstring(`SyncTargets 1–500 of 1001`))
+	g.Expect(first).To(ContainSubstring(`href="?page=2" rel="next"`))
+	g.Expect(first).NotTo(ContainSubstring(`rel="prev"`))
+	g.Expect(first).To(ContainSubstring(`href="/targets/team-0/app-0000"`))
+
+	last := get(t, s, "/?page=3").Body.String()
+	g.Expect(rows(last)).To(Equal(1))
+	g.Expect(last).To(ContainSubstring(`href="/targets/team-9/app-0999"`), "sorted by namespace (team-10 before team-2), then name")
+	g.Expect(last).To(ContainSubstring(`href="?page=2" rel="prev"`))
+	g.Expect(last).NotTo(ContainSubstring(`rel="next"`))
+	g.Expect(get(t, s, "/?page=99").Body.String()).To(Equal(last), "past the end is the last page")
+
+	filtered := get(t, s, "/?ns=team-1").Body.String()
+	g.Expect(rows(filtered)).To(Equal(100))
+	g.Expect(filtered).NotTo(ContainSubstring(`class="pages"`), "one page needs no links")
+}
+
 func TestRowFragment(t *testing.T) {
 	g := NewWithT(t)
 	s, _ := testServer(t, []convergev1.SyncTarget{fakeTarget("shop", "web", false)}, nil, nil)

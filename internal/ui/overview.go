@@ -3,6 +3,7 @@ package ui
 import (
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +12,11 @@ import (
 
 // maxMessage bounds the message shown in an overview row; the target page has it all.
 const maxMessage = 160
+
+// pageSize is the number of rows of one overview page: it bounds the page (about 450
+// bytes a row at most) and its render whatever the number of SyncTargets; the counts and
+// the graph cover every SyncTarget the filter matches.
+const pageSize = 500
 
 // filter is what the overview shows: ?ns=, ?state=, ?q= (a substring of the name,
 // namespace, message or source URL, case-insensitive).
@@ -81,6 +87,42 @@ type overview struct {
 	Total      int
 	Rows       []row
 	Graph      *graph
+	// Pages is set when the rows the filter matches take more than one page.
+	Pages *pageNav
+}
+
+// pageNav says where an overview page is among those of its filter.
+type pageNav struct {
+	First, Last, Of int    // the rows shown, 1-based, and how many match
+	Prev, Next      string // links to the neighbouring pages, "" at an end
+}
+
+// pageOf returns the page'th (1-based) pageSize rows of n, and the links around it;
+// a page out of range is the nearest one.
+func pageOf(r *http.Request, n int) (from, to int, p *pageNav) {
+	if n <= pageSize {
+		return 0, n, nil
+	}
+	last := (n + pageSize - 1) / pageSize
+	page, err := strconv.Atoi(r.URL.Query().Get("page"))
+	if err != nil || page < 1 {
+		page = 1
+	}
+	page = min(page, last)
+	from, to = (page-1)*pageSize, min(page*pageSize, n)
+	p = &pageNav{First: from + 1, Last: to, Of: n}
+	link := func(page int) string {
+		q := r.URL.Query()
+		q.Set("page", strconv.Itoa(page))
+		return "?" + q.Encode()
+	}
+	if page > 1 {
+		p.Prev = link(page - 1)
+	}
+	if page < last {
+		p.Next = link(page + 1)
+	}
+	return from, to, p
 }
 
 func (s *Server) overview(r *http.Request) (*overview, error) {
@@ -89,6 +131,7 @@ func (s *Server) overview(r *http.Request) (*overview, error) {
 		return nil, err
 	}
 	targets = s.visible(r.Context(), targets)
+	sortTargets(targets)
 	f := filterOf(r)
 	now := s.opts.Now()
 	counts := map[string]int{}
@@ -118,6 +161,8 @@ func (s *Server) overview(r *http.Request) (*overview, error) {
 	}
 	sort.Strings(v.Namespaces)
 	v.Graph = layoutGraph(shown)
+	from, to, p := pageOf(r, len(v.Rows))
+	v.Rows, v.Pages = v.Rows[from:to], p
 	return v, nil
 }
 

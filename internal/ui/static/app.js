@@ -39,6 +39,9 @@
       var next = Array.prototype.find.call(tbody.rows, function (r) {
         return r.querySelector('a').getAttribute('href') > href;
       });
+      // On a page of many, a new SyncTarget that sorts before or after this page's rows
+      // belongs to another page.
+      if ((!next && $('a[rel=next]')) || (next === tbody.rows[0] && $('a[rel=prev]'))) { return; }
       tbody.insertBefore(row, next || null);
     }).catch(function () {});
   }
