@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -128,6 +131,7 @@ func (o *devOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	if err := serve.Start(); err != nil {
 		return err
 	}
+	uiURL := startDevUI(ctx, self, kubeconfig)
 	say(`
 converge is running.
   cluster:     export KUBECONFIG=%s   (kubectl is bin/k8s/kubectl)
@@ -138,13 +142,51 @@ Try:
   kubectl get synctargets -A; kubectl -n demo get deploy,svc,cm
   cd %s && sed -i 's/replicas: 2/replicas: 3/' deploy/deployment.yaml && git commit -qam 'scale web' 
   ... and within ~10s the Deployment has 3 replicas.
-  web UI:      bin/converge ui --open --kubeconfig %s   (follows it live)
-Ctrl-C stops everything.`, kubeconfig, repo, url, repo, kubeconfig)
+  web UI:      %s   (follows it live)
+Ctrl-C stops everything.`, kubeconfig, repo, url, repo, uiURL)
 	err = serve.Wait()
 	if ctx.Err() != nil {
 		return nil
 	}
 	return fmt.Errorf("converge serve exited: %w", err)
+}
+
+// startDevUI runs `converge ui` on the cluster beside the daemon and returns the URL it
+// serves (with its access token), or, when it cannot start, the command to run it by hand.
+func startDevUI(ctx context.Context, self, kubeconfig string) string {
+	fallback := "bin/converge ui --open --kubeconfig " + kubeconfig
+	ui := exec.CommandContext(ctx, self, "ui", "--kubeconfig", kubeconfig)
+	ui.Stderr = os.Stderr
+	ui.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	ui.Cancel = func() error { return ui.Process.Signal(syscall.SIGTERM) }
+	ui.WaitDelay = 10 * time.Second
+	stdout, err := ui.StdoutPipe()
+	if err != nil {
+		return fallback
+	}
+	if err := ui.Start(); err != nil {
+		return fallback
+	}
+	go func() { _ = ui.Wait() }()
+	// The first line is "converge ui serving on <URL> (Ctrl-C stops it)".
+	first := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		line, _ := r.ReadString('\n')
+		first <- line
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	select {
+	case line := <-first:
+		if _, rest, ok := strings.Cut(line, " serving on "); ok {
+			if u, _, ok := strings.Cut(rest, " "); ok {
+				return u
+			}
+		}
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	return fallback
 }
 
 // initDemoRepo writes the embedded demo manifests into a fresh git repository, unless
