@@ -86,9 +86,13 @@ func (s *Server) checkAccess(ctx context.Context) error {
 	if s.opts.Namespace != "" {
 		where = "namespace " + s.opts.Namespace
 	}
-	for kind, list := range map[string]client.ObjectList{"SyncTargets": &convergev1.SyncTargetList{}, "Events": &corev1.EventList{}} {
-		if err := s.client.List(ctx, list, client.InNamespace(s.opts.Namespace), client.Limit(1)); err != nil {
-			return fmt.Errorf("listing %s in %s: %s", kind, where, s.explain(err))
+	// SyncTargets first: the error names what matters most when both are refused.
+	for _, l := range []struct {
+		kind string
+		list client.ObjectList
+	}{{"SyncTargets", &convergev1.SyncTargetList{}}, {"Events", &corev1.EventList{}}} {
+		if err := s.client.List(ctx, l.list, client.InNamespace(s.opts.Namespace), client.Limit(1)); err != nil {
+			return fmt.Errorf("listing %s in %s: %s", l.kind, where, s.explain(err))
 		}
 	}
 	return nil
