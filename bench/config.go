@@ -11,6 +11,7 @@ import (
 // Workload names, in the order they run.
 const (
 	workloadMany   = "many"
+	workloadShards = "shards"
 	workloadBig    = "big"
 	workloadIdle   = "idle"
 	workloadChange = "change"
@@ -18,7 +19,7 @@ const (
 	workloadFetch  = "fetch"
 )
 
-var allWorkloads = []string{workloadMany, workloadBig, workloadIdle, workloadChange, workloadDrift, workloadFetch}
+var allWorkloads = []string{workloadMany, workloadShards, workloadBig, workloadIdle, workloadChange, workloadDrift, workloadFetch}
 
 // Config says what to run and at which sizes. The program reads it from BENCH_* variables;
 // the smoke test sets tiny sizes directly.
@@ -30,6 +31,9 @@ type Config struct {
 	// ManyN lists the SyncTarget counts of the many workload (BENCH_N, default 100;
 	// a comma-separated list runs each).
 	ManyN []int
+	// ShardN is the SyncTarget count of the shards workload, split between two daemons
+	// (BENCH_SHARD_N, default 5000).
+	ShardN int
 	// BigConfigMaps and BigDeployments size big (BENCH_BIG_CONFIGMAPS, default 1000;
 	// BENCH_BIG_DEPLOYMENTS, default 100).
 	BigConfigMaps, BigDeployments int
@@ -64,6 +68,7 @@ func DefaultConfig() Config {
 		Workloads:           slices.Clone(allWorkloads),
 		Reps:                3,
 		ManyN:               []int{100},
+		ShardN:              5000,
 		BigConfigMaps:       1000,
 		BigDeployments:      100,
 		FetchFiles:          10_000,
@@ -84,6 +89,7 @@ func ConfigFromEnv() (Config, error) {
 		min  int
 	}{
 		{"BENCH_REPS", &c.Reps, 1},
+		{"BENCH_SHARD_N", &c.ShardN, 2},
 		{"BENCH_BIG_CONFIGMAPS", &c.BigConfigMaps, 2},
 		{"BENCH_BIG_DEPLOYMENTS", &c.BigDeployments, 1},
 		{"BENCH_FETCH_FILES", &c.FetchFiles, 1},

@@ -230,7 +230,7 @@ func freePort() (int, error) {
 
 // startDaemon runs `converge serve` with its defaults, but for loopback ports and a cache
 // directory of its own, and waits until it serves its probes and metrics.
-func (b *Bench) startDaemon(ctx context.Context, name string) (*daemon, error) {
+func (b *Bench) startDaemon(ctx context.Context, name string, extraArgs ...string) (*daemon, error) {
 	var ports [4]int
 	for i := range ports {
 		p, err := freePort()
@@ -257,6 +257,7 @@ func (b *Bench) startDaemon(ctx context.Context, name string) (*daemon, error) {
 		d.pprofURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[3])
 		args = append(args, "--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[3]))
 	}
+	args = append(args, extraArgs...)
 	if err := b.spawn(d, b.binary, append(args, b.cfg.DaemonArgs...), nil); err != nil {
 		return nil, err
 	}
@@ -569,6 +570,11 @@ func (b *Bench) Run(ctx context.Context) error {
 			if err := b.runMany(ctx, n); err != nil {
 				return err
 			}
+		}
+	}
+	if b.cfg.runs(workloadShards) {
+		if err := b.runShards(ctx); err != nil {
+			return err
 		}
 	}
 	if b.cfg.runsBigGroup() {

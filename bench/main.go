@@ -1,7 +1,7 @@
 // Command bench is converge's benchmark: it builds the converge binary, starts a local
 // cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok nodes), a loopback git
-// server and `converge serve` as its own process, runs its workloads — many, big,
-// idle, change, drift and fetch — each figure the median of BENCH_REPS repetitions with min
+// server and `converge serve` as its own process, runs its workloads — many, shards (many's
+// shape split between two `converge serve` shards), big, idle, change, drift and fetch — each figure the median of BENCH_REPS repetitions with min
 // and max, every comparison a ratio of two runs of this invocation, prints a table and
 // writes the figures as JSON.
 //
@@ -9,7 +9,7 @@
 //	BENCH_N=100,500,1000 make bench   # every N in one invocation
 //	BENCH_WORKLOADS=big,idle make bench
 //
-// Variables: BENCH_N, BENCH_REPS, BENCH_OUT (default bin/bench/results.json; empty: no
+// Variables: BENCH_N, BENCH_SHARD_N (default 5000), BENCH_REPS, BENCH_OUT (default bin/bench/results.json; empty: no
 // file), BENCH_WORKLOADS, BENCH_BIG_CONFIGMAPS, BENCH_BIG_DEPLOYMENTS, BENCH_FETCH_FILES,
 // BENCH_POLL_INTERVAL_SECONDS, BENCH_FLOOR_CONCURRENCY, BENCH_NODES, BENCH_DAEMON_ARGS.
 // BENCH_BASELINES=flux (set by `make bench`, which builds Flux first with `make flux`) runs

@@ -21,6 +21,7 @@ func TestBenchSmoke(t *testing.T) {
 		Workloads:           slices.Clone(allWorkloads),
 		Reps:                1,
 		ManyN:               []int{3},
+		ShardN:              4,
 		BigConfigMaps:       6,
 		BigDeployments:      2,
 		FetchFiles:          150,
@@ -42,6 +43,9 @@ func TestBenchSmoke(t *testing.T) {
 	want := []struct{ workload, metric string }{
 		{"many N=3", "create → all Ready"},
 		{"many N=3", "daemon peak RSS (VmHWM)"},
+		{"shards N=4", "create → all Ready (2 shards)"},
+		{"shards N=4", "shard a peak RSS (VmHWM)"},
+		{"shards N=4", "shard b peak RSS (VmHWM)"},
 		{workloadBig, "cold sync → Ready (8 objects)"},
 		{workloadIdle, "no-op reconcile of big: wall time"},
 		{workloadIdle, "no-op reconcile of big: API requests (apiserver Δ)"},
