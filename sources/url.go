@@ -76,7 +76,8 @@ func NormalizeURL(raw string) (string, error) {
 		if trimmed == p {
 			break
 		}
-		p = trimmed
+		// Cleaned again: "0/..git" loses ".git" to "0/.", which is "0".
+		p = strings.TrimPrefix(path.Clean("/"+trimmed), "/")
 	}
 	if p == "" || p == "." {
 		return "", errors.New("url has no repository path")
