@@ -621,6 +621,12 @@ func (b *Bench) measureDrift(ctx context.Context, d *daemon, ns string) (time.Du
 	if err := d.waitQuiet(ctx, time.Second, 3*time.Minute); err != nil {
 		return 0, err
 	}
+	return b.editAndWaitRestored(ctx, ns, 3*time.Minute, d.tail)
+}
+
+// editAndWaitRestored changes a managed ConfigMap of big by another field manager and
+// times edit → restored, as seen through a watch; tail says what the tool logged, for errors.
+func (b *Bench) editAndWaitRestored(ctx context.Context, ns string, timeout time.Duration, tail func() string) (time.Duration, error) {
 	name := bigConfigMap(min(1, b.cfg.BigConfigMaps-1))
 	cm := &corev1.ConfigMap{}
 	if err := b.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
@@ -628,7 +634,7 @@ func (b *Bench) measureDrift(ctx context.Context, d *daemon, ns string) (time.Du
 	}
 	original := cm.Data["value"]
 	const drifted = "edited out of band"
-	w, err := b.watchConfigMapValue(ctx, ns, name, original, drifted, 3*time.Minute)
+	w, err := b.watchConfigMapValue(ctx, ns, name, original, drifted, timeout)
 	if err != nil {
 		return 0, err
 	}
@@ -640,7 +646,7 @@ func (b *Bench) measureDrift(ctx context.Context, d *daemon, ns string) (time.Du
 	}
 	at, err := w.wait()
 	if err != nil {
-		return 0, fmt.Errorf("waiting for %s/%s to be restored: %w%s", ns, name, err, d.tail())
+		return 0, fmt.Errorf("waiting for %s/%s to be restored: %w%s", ns, name, err, tail())
 	}
 	return at.Sub(start), nil
 }

@@ -154,14 +154,12 @@ func (f *flux) peakRSS() (float64, error) {
 func (f *flux) requests(ctx context.Context) (requestCounts, error) {
 	out := requestCounts{}
 	for _, d := range []*daemon{f.source, f.kustomize} {
-		s, err := scrape(ctx, d.metricsURL, "rest_client_requests_total")
+		c, err := d.counters(ctx)
 		if err != nil {
 			return nil, err
 		}
-		for _, x := range s {
-			if x.name == "rest_client_requests_total" {
-				out[x.labels["method"]] += x.value
-			}
+		for method, n := range c.requests {
+			out[method] += n
 		}
 	}
 	return out, nil

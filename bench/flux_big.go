@@ -8,11 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // fluxSamples are Flux's figures of the big group, one per repetition.
@@ -222,28 +220,7 @@ func (b *Bench) fluxDrift(ctx context.Context, f *flux, ns string) (time.Duratio
 	if err := b.setFluxInterval(ctx, f, poll); err != nil {
 		return 0, err
 	}
-	name := bigConfigMap(min(1, b.cfg.BigConfigMaps-1))
-	cm := &corev1.ConfigMap{}
-	if err := b.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
-		return 0, err
-	}
-	original := cm.Data["value"]
-	const drifted = "edited out of band"
-	w, err := b.watchConfigMapValue(ctx, ns, name, original, drifted, 3*time.Minute+3*poll)
-	if err != nil {
-		return 0, err
-	}
-	defer w.stop()
-	cm.Data["value"] = drifted
-	start := time.Now()
-	if err := b.c.Update(ctx, cm, client.FieldOwner("bench-drift")); err != nil {
-		return 0, err
-	}
-	at, err := w.wait()
-	if err != nil {
-		return 0, fmt.Errorf("waiting for %s/%s to be restored: %w%s", ns, name, err, f.kustomize.tail())
-	}
-	return at.Sub(start), nil
+	return b.editAndWaitRestored(ctx, ns, 3*time.Minute+3*poll, f.kustomize.tail)
 }
 
 // setFluxInterval changes the Kustomization's interval and waits until Flux reconciled the

@@ -133,16 +133,7 @@ func (b *Bench) manyOnce(ctx context.Context, rep, n int, url, revision string, 
 		return manyRun{}, err
 	}
 	start := time.Now()
-	err = parallel(n, 8, func(i int) error {
-		return b.c.Create(ctx, &convergev1.SyncTarget{
-			ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: benchNamespace, Labels: map[string]string{workloadLabel: workloadMany}},
-			Spec: convergev1.SyncTargetSpec{
-				Source: convergev1.GitSource{URL: url, Ref: convergev1.GitRef{Branch: "main"}},
-				Path:   fmt.Sprintf("many/%04d", i),
-				Prune:  true,
-			},
-		})
-	})
+	err = b.createManyTargets(ctx, url, names, func(int) map[string]string { return map[string]string{workloadLabel: workloadMany} })
 	if err != nil {
 		tw.stop()
 		return manyRun{}, fmt.Errorf("creating SyncTargets: %w", err)
@@ -173,6 +164,21 @@ func (b *Bench) manyOnce(ctx context.Context, rep, n int, url, revision string, 
 		return r, err
 	}
 	return r, b.checkMany(ctx, n)
+}
+
+// createManyTargets creates, 8 at a time, one SyncTarget per name, the i-th following
+// many/<i> of url with prune, labelled with labels(i).
+func (b *Bench) createManyTargets(ctx context.Context, url string, names []string, labels func(i int) map[string]string) error {
+	return parallel(len(names), 8, func(i int) error {
+		return b.c.Create(ctx, &convergev1.SyncTarget{
+			ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: benchNamespace, Labels: labels(i)},
+			Spec: convergev1.SyncTargetSpec{
+				Source: convergev1.GitSource{URL: url, Ref: convergev1.GitRef{Branch: "main"}},
+				Path:   fmt.Sprintf("many/%04d", i),
+				Prune:  true,
+			},
+		})
+	})
 }
 
 // checkMany checks that every namespace of many holds its four objects, applied by converge.

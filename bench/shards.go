@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/gittest"
 )
 
@@ -87,16 +84,8 @@ func (b *Bench) shardsOnce(ctx context.Context, rep int, url, revision string, n
 		return shardsRun{}, err
 	}
 	start := time.Now()
-	err = parallel(n, 8, func(i int) error {
-		return b.c.Create(ctx, &convergev1.SyncTarget{
-			ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: benchNamespace,
-				Labels: map[string]string{workloadLabel: workloadShards, shardLabel: []string{"a", "b"}[i%2]}},
-			Spec: convergev1.SyncTargetSpec{
-				Source: convergev1.GitSource{URL: url, Ref: convergev1.GitRef{Branch: "main"}},
-				Path:   fmt.Sprintf("many/%04d", i),
-				Prune:  true,
-			},
-		})
+	err = b.createManyTargets(ctx, url, names, func(i int) map[string]string {
+		return map[string]string{workloadLabel: workloadShards, shardLabel: []string{"a", "b"}[i%2]}
 	})
 	if err != nil {
 		tw.stop()
