@@ -114,7 +114,7 @@ func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.Re
 		return d, fail(phaseApply, err)
 	}
 	t := ru.r.Clock.Now()
-	live, err := apply.CheckOwnership(ctx, c, ru.key, ru.r.ownerExists, objects)
+	live, err := apply.CheckOwnershipCached(ctx, c, ru.key, ru.r.ownerExists, ru.r.Drift.Managed(ctx), objects)
 	if err != nil {
 		return d, fail(phaseApply, err)
 	}

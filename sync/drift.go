@@ -36,7 +36,8 @@ type DriftWatcher struct {
 
 	ctx       context.Context
 	mu        gosync.Mutex
-	informers map[schema.GroupVersionResource]bool
+	informers map[schema.GroupVersionResource]cache.SharedIndexInformer
+	started   map[schema.GroupVersionResource]time.Time
 	drifted   map[types.NamespacedName]map[string]bool // SyncTarget → object IDs
 }
 
@@ -47,7 +48,8 @@ func NewDriftWatcher(ctx context.Context, client metadata.Interface, mapper meta
 		mapper:    mapper,
 		Events:    make(chan event.GenericEvent, 1024),
 		ctx:       ctx,
-		informers: map[schema.GroupVersionResource]bool{},
+		informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		started:   map[schema.GroupVersionResource]time.Time{},
 		drifted:   map[types.NamespacedName]map[string]bool{},
 	}
 }
@@ -73,12 +75,12 @@ func (w *DriftWatcher) Watch(objects []*unstructured.Unstructured) error {
 func (w *DriftWatcher) start(gvr schema.GroupVersionResource) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.informers[gvr] {
+	if w.informers[gvr] != nil {
 		return
 	}
-	w.informers[gvr] = true
 	inf := metadatainformer.NewFilteredMetadataInformer(w.client, gvr, metav1.NamespaceAll, 0,
 		cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = convergev1.NameLabel }).Informer()
+	w.informers[gvr], w.started[gvr] = inf, time.Now()
 	_ = inf.SetTransform(slimForDrift)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, obj any) {
@@ -101,6 +103,75 @@ func (w *DriftWatcher) start(gvr schema.GroupVersionResource) {
 		},
 	})
 	go inf.Run(w.ctx.Done())
+}
+
+// cacheSyncWait bounds how long Managed waits for a watch that started but has not
+// listed its kind yet; after it, the cluster is read instead. A watch that has not listed
+// within cacheSyncWait of its start (it may not be allowed to) is not waited for again.
+const cacheSyncWait = 5 * time.Second
+
+// Managed answers from the watches which object converge manages under a kind, namespace
+// and name, so that the ownership check of an apply needs no request for kinds watched
+// already (see apply.CheckOwnershipCached). A kind not watched, or whose watch has not
+// listed it within cacheSyncWait, is not answered. Nil on a nil watcher.
+func (w *DriftWatcher) Managed(ctx context.Context) apply.Managed {
+	if w == nil {
+		return nil
+	}
+	stores := map[schema.GroupVersionKind]cache.Store{}
+	return func(gvk schema.GroupVersionKind, namespace, name string) (map[string]string, bool, bool) {
+		store, known := stores[gvk]
+		if !known {
+			store = w.syncedStore(ctx, gvk)
+			stores[gvk] = store
+		}
+		if store == nil {
+			return nil, false, false
+		}
+		key := name
+		if namespace != "" {
+			key = namespace + "/" + name
+		}
+		obj, found, err := store.GetByKey(key)
+		if err != nil {
+			return nil, false, false
+		}
+		if !found {
+			return nil, false, true
+		}
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return nil, false, false
+		}
+		return m.Labels, true, true
+	}
+}
+
+// syncedStore returns the store of the watch of gvk once it has listed, nil when there is
+// none or it has not listed in time.
+func (w *DriftWatcher) syncedStore(ctx context.Context, gvk schema.GroupVersionKind) cache.Store {
+	mapping, err := w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil
+	}
+	w.mu.Lock()
+	inf, started := w.informers[mapping.Resource], w.started[mapping.Resource]
+	w.mu.Unlock()
+	if inf == nil {
+		return nil
+	}
+	if !inf.HasSynced() {
+		left := cacheSyncWait - time.Since(started)
+		if left <= 0 {
+			return nil
+		}
+		waitCtx, cancel := context.WithTimeout(ctx, left)
+		defer cancel()
+		if !cache.WaitForCacheSync(waitCtx.Done(), inf.HasSynced) {
+			return nil
+		}
+	}
+	return inf.GetStore()
 }
 
 // slimForDrift keeps of an object what drift detection reads: its identity, labels and

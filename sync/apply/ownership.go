@@ -36,6 +36,23 @@ const maxConflictsListed = 5
 // so the cost does not grow with the number of objects.
 func CheckOwnership(ctx context.Context, c client.Client, owner client.ObjectKey,
 	ownerExists func(context.Context, client.ObjectKey) (bool, error), objects []*unstructured.Unstructured) (Live, error) {
+	return CheckOwnershipCached(ctx, c, owner, ownerExists, nil, objects)
+}
+
+// Managed finds, without a request, an object of kind gvk among those converge manages
+// (a watch cache of the objects carrying the owner labels): its labels, and whether it
+// is there. ok is false when it cannot answer for the kind; the cluster is read then.
+type Managed func(gvk schema.GroupVersionKind, namespace, name string) (labels map[string]string, found, ok bool)
+
+// CheckOwnershipCached is CheckOwnership asking managed first. A kind and namespace
+// where managed finds no object of another SyncTarget costs no request: an object that
+// carries no owner label is free to adopt whether it exists or not, and the apply's
+// dry-run reads the live objects it needs. Where managed finds another SyncTarget's
+// claim, the scope is read through c as without it, so that a conflict is only ever
+// reported from what the caller's identity may read. nil managed reads every scope.
+func CheckOwnershipCached(ctx context.Context, c client.Client, owner client.ObjectKey,
+	ownerExists func(context.Context, client.ObjectKey) (bool, error), managed Managed,
+	objects []*unstructured.Unstructured) (Live, error) {
 	oc := &ownershipCheck{c: c, owner: owner, ownerExists: ownerExists, live: Live{}, owners: map[client.ObjectKey]bool{}}
 	wanted := map[scope]map[string]bool{}
 	var scopes []scope
@@ -48,6 +65,9 @@ func CheckOwnership(ctx context.Context, c client.Client, owner client.ObjectKey
 		wanted[s][o.GetName()] = true
 	}
 	for _, s := range scopes {
+		if managed != nil && oc.checkCached(ctx, s, wanted[s], managed) {
+			continue
+		}
 		var err error
 		if names := wanted[s]; len(names) == 1 {
 			for name := range names {
@@ -130,16 +150,52 @@ func (oc *ownershipCheck) checkMany(ctx context.Context, s scope, names map[stri
 	}
 	if ownsSome && len(oc.conflicts) == 0 {
 		// The objects the SyncTarget owns already, whole, for the apply to compare with.
-		full := &unstructured.UnstructuredList{}
-		full.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
-		opts[0] = client.MatchingLabels{convergev1.NameLabel: oc.owner.Name, convergev1.NamespaceLabel: oc.owner.Namespace}
-		if err := oc.c.List(ctx, full, opts...); err == nil {
-			for i := range full.Items {
-				oc.live.Add(s.gvk, &full.Items[i])
-			}
-		}
+		oc.listOwn(ctx, s)
 	}
 	return nil
+}
+
+// checkCached answers for the scope from managed, and reports whether it could: not when
+// managed does not know the kind, nor when it shows another SyncTarget's claim. When the
+// owner has several of the objects already, they are listed whole for the apply to
+// compare with, as checkMany does.
+func (oc *ownershipCheck) checkCached(ctx context.Context, s scope, names map[string]bool, managed Managed) bool {
+	owned := 0
+	for name := range names {
+		lbls, found, ok := managed(s.gvk, s.namespace, name)
+		if !ok {
+			return false
+		}
+		if !found {
+			continue
+		}
+		if _, managedBy := lbls[convergev1.NameLabel]; managedBy && !ownedBy(oc.owner, lbls) {
+			return false
+		}
+		if ownedBy(oc.owner, lbls) {
+			owned++
+		}
+	}
+	if owned >= 2 {
+		oc.listOwn(ctx, s)
+	}
+	return true
+}
+
+// listOwn reads the objects of the scope the owner has, whole; a list that fails only
+// means the apply reads them one by one.
+func (oc *ownershipCheck) listOwn(ctx context.Context, s scope) {
+	full := &unstructured.UnstructuredList{}
+	full.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
+	opts := []client.ListOption{client.MatchingLabels{convergev1.NameLabel: oc.owner.Name, convergev1.NamespaceLabel: oc.owner.Namespace}}
+	if s.namespace != "" {
+		opts = append(opts, client.InNamespace(s.namespace))
+	}
+	if err := oc.c.List(ctx, full, opts...); err == nil {
+		for i := range full.Items {
+			oc.live.Add(s.gvk, &full.Items[i])
+		}
+	}
 }
 
 // claim records a conflict when an object's labels name another SyncTarget that exists.
