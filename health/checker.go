@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -134,6 +135,16 @@ func (c *Checker) Wait(ctx context.Context, objects []ObjectRef, opts Options) (
 	startStream := func(s *stream) {
 		wg.Go(func() { s.run(watchCtx, c.clock, send) })
 	}
+	var slow <-chan time.Time
+	if opts.OnSlow != nil && decide(report.Objects) == waiting {
+		if opts.Slow <= 0 {
+			opts.OnSlow(Report{Objects: slices.Clone(report.Objects)})
+		} else {
+			t := c.clock.NewTimer(opts.Slow)
+			defer t.Stop()
+			slow = t.C()
+		}
+	}
 	if decide(report.Objects) != anyFailed {
 		for _, s := range streams {
 			startStream(s)
@@ -161,6 +172,10 @@ func (c *Checker) Wait(ctx context.Context, objects []ObjectRef, opts Options) (
 					Total: len(report.Objects), NotReady: report.NotReady()}
 			}
 			return report, fmt.Errorf("health check interrupted: %w", ctx.Err())
+		case <-slow:
+			slow = nil
+			opts.OnSlow(Report{Objects: slices.Clone(report.Objects), Elapsed: c.clock.Since(start)})
+			continue
 		case <-deadline.C():
 			report.Elapsed = c.clock.Since(start)
 			return report, &Error{Err: ErrTimeout, Timeout: timeout, Total: len(report.Objects), NotReady: report.NotReady()}

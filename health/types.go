@@ -101,6 +101,12 @@ type Options struct {
 	// ServiceAccount is ready the moment it is written, and listing it again would only
 	// cost requests. Objects not Current in them are watched as usual.
 	Observed []*unstructured.Unstructured
+	// OnSlow, when set, is called once if the wait is still going after Slow: a caller
+	// says what it waits for only when the wait is long enough for anyone to see it. It
+	// is called from the goroutine that called Wait, with the report so far.
+	OnSlow func(Report)
+	// Slow is when OnSlow is called; zero calls it at once, before anything is watched.
+	Slow time.Duration
 }
 
 func (o Options) timeout() time.Duration {

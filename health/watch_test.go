@@ -236,3 +236,58 @@ func TestWaitCancelledWithCause(t *testing.T) {
 	g.Expect(errors.Is(res.err, newer)).To(BeTrue())
 	g.Expect(w.IsStopped()).To(BeTrue())
 }
+
+// OnSlow is called once, when the wait outlasts Slow on the Checker's clock, with what is
+// known so far; a wait that ends sooner never calls it.
+func TestWaitCallsOnSlowOnceWhenSlow(t *testing.T) {
+	g := NewWithT(t)
+	w := watch.NewFakeWithChanSize(1, false)
+	f := newFakeAPI(
+		func(int32) (runtime.Object, error) {
+			return widgetList("10", fakeWidget("w", "Pending", "10")), nil
+		},
+		func(int32) watch.Interface { return w },
+	)
+	var calls atomic.Int32
+	var seen Report
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.checker.Wait(t.Context(), []ObjectRef{{GVK: widgetGVK, Namespace: "ns", Name: "w"}},
+			Options{Timeout: time.Minute, Exprs: []convergev1.CustomHealthCheck{widgetCheck()},
+				Slow: 2 * time.Second, OnSlow: func(r Report) { seen = r; calls.Add(1) }})
+		done <- err
+	}()
+	g.Eventually(f.watches.Load).Should(BeEquivalentTo(1))
+	g.Expect(f.clock.Waiters()).To(Equal(2), "the timeout and the slow notice")
+	f.clock.Step(time.Second)
+	g.Consistently(calls.Load, 100*time.Millisecond).Should(BeZero(), "not slow yet")
+	f.clock.Step(time.Second)
+	g.Eventually(calls.Load).Should(BeEquivalentTo(1))
+	f.clock.Step(10 * time.Second)
+	w.Modify(fakeWidget("w", "Ready", "11"))
+	g.Eventually(done).Should(Receive(BeNil()))
+	g.Expect(calls.Load()).To(BeEquivalentTo(1), "once")
+	g.Expect(seen.Objects).To(HaveLen(1))
+	g.Expect(seen.Elapsed).To(Equal(2 * time.Second))
+
+	// A wait that ends before Slow says nothing.
+	w2 := watch.NewFakeWithChanSize(1, false)
+	f2 := newFakeAPI(
+		func(int32) (runtime.Object, error) {
+			return widgetList("10", fakeWidget("w", "Pending", "10")), nil
+		},
+		func(int32) watch.Interface { return w2 },
+	)
+	var calls2 atomic.Int32
+	done2 := make(chan error, 1)
+	go func() {
+		_, err := f2.checker.Wait(t.Context(), []ObjectRef{{GVK: widgetGVK, Namespace: "ns", Name: "w"}},
+			Options{Timeout: time.Minute, Exprs: []convergev1.CustomHealthCheck{widgetCheck()},
+				Slow: 2 * time.Second, OnSlow: func(Report) { calls2.Add(1) }})
+		done2 <- err
+	}()
+	g.Eventually(f2.watches.Load).Should(BeEquivalentTo(1))
+	w2.Modify(fakeWidget("w", "Ready", "11"))
+	g.Eventually(done2).Should(Receive(BeNil()))
+	g.Expect(calls2.Load()).To(BeZero())
+}

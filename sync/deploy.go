@@ -244,19 +244,24 @@ func (ru *run) waitHealthy(ctx context.Context, d *deployment, w healthWait, sin
 	// A SyncTarget that manages itself (converge bootstrap) is not Ready while it waits:
 	// it would wait for itself until the timeout.
 	objects, observed := withoutSelf(ru.key, d.objects), withoutSelf(ru.key, d.applied.Observed)
-	// Say what the possibly long wait is about (`converge reconcile` shows it).
-	if err := ru.progress(ctx, fmt.Sprintf("waiting for %d objects of %s to become ready", len(objects), w.revision)); err != nil {
-		return fail(phaseStatus, err)
-	}
 	waitCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go ru.watchForNewerRevision(waitCtx, ru.st.DeepCopy(), w, stop) // a copy: the status is written meanwhile
 	left := max(timeout-ru.r.Clock.Since(since), time.Second)
-	if err := ru.r.Health.Wait(waitCtx, ru.r.Client, ru.st, objects, observed, since, left); err != nil {
+	// Say what a long wait is about (`converge reconcile` shows it); a short one is over
+	// before the write would be read.
+	var statusErr error
+	onSlow := func() {
+		statusErr = ru.progress(ctx, fmt.Sprintf("waiting for %d objects of %s to become ready", len(objects), w.revision))
+	}
+	if err := ru.r.Health.Wait(waitCtx, ru.r.Client, ru.st, objects, observed, since, left, onSlow); err != nil {
 		if cause := context.Cause(waitCtx); errors.Is(cause, errSuperseded) {
 			return &failure{reason: supersededReason, then: failRevision, err: cause}
 		}
 		return fail(phaseHealth, err)
+	}
+	if statusErr != nil {
+		return fail(phaseStatus, statusErr)
 	}
 	return nil
 }

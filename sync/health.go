@@ -41,7 +41,7 @@ type WatchHealth struct {
 
 // Wait implements HealthChecker.
 func (h *WatchHealth) Wait(ctx context.Context, _ client.Client, st *convergev1.SyncTarget,
-	objects, observed []*unstructured.Unstructured, since time.Time, timeout time.Duration) error {
+	objects, observed []*unstructured.Unstructured, since time.Time, timeout time.Duration, onSlow func()) error {
 	refs := make([]health.ObjectRef, 0, len(objects)+len(st.Spec.HealthChecks))
 	for _, o := range objects {
 		refs = append(refs, health.RefForObject(o))
@@ -63,6 +63,12 @@ func (h *WatchHealth) Wait(ctx context.Context, _ client.Client, st *convergev1.
 		Selector: labels.SelectorFromSet(st.OwnerLabels()),
 		Since:    since,
 		Observed: observed,
+		Slow:     slowWait,
+		OnSlow: func(health.Report) {
+			if onSlow != nil {
+				onSlow()
+			}
+		},
 	})
 	return err
 }

@@ -33,10 +33,16 @@ type Renderer interface {
 // HealthChecker waits until the objects are healthy, or says which are not. A failure
 // reported before since (when the apply began) is taken as not judged yet. observed are
 // objects as the apply's answers showed them, after since: those ready then need no watch.
+// onSlow, when not nil, is called once from the caller's goroutine when the wait lasts
+// longer than slowWait.
 type HealthChecker interface {
 	Wait(ctx context.Context, c client.Client, st *convergev1.SyncTarget, objects, observed []*unstructured.Unstructured,
-		since time.Time, timeout time.Duration) error
+		since time.Time, timeout time.Duration, onSlow func()) error
 }
+
+// slowWait is how long a health wait runs before the status says what it waits for: a
+// shorter one is over before anyone could read it, and saying so costs a write.
+const slowWait = 2 * time.Second
 
 // commitTimer is a Fetcher that knows when a revision was committed, for the commit to
 // healthy latency.
