@@ -223,12 +223,7 @@ func settle(objs []ObjectStatus, rules map[schema.GroupVersionKind]*exprRule, op
 	if len(opts.Observed) == 0 {
 		return
 	}
-	byRef := make(map[ObjectRef]*unstructured.Unstructured, len(opts.Observed))
-	for _, o := range opts.Observed {
-		if o != nil {
-			byRef[RefForObject(o)] = o
-		}
-	}
+	byRef := observedByRef(opts.Observed)
 	for i := range objs {
 		u := byRef[objs[i].Ref]
 		if u == nil {
@@ -239,6 +234,32 @@ func settle(objs []ObjectStatus, rules map[schema.GroupVersionKind]*exprRule, op
 			objs[i].Status, objs[i].Message = st, msg
 		}
 	}
+}
+
+func observedByRef(observed []*unstructured.Unstructured) map[ObjectRef]*unstructured.Unstructured {
+	byRef := make(map[ObjectRef]*unstructured.Unstructured, len(observed))
+	for _, o := range observed {
+		if o != nil {
+			byRef[RefForObject(o)] = o
+		}
+	}
+	return byRef
+}
+
+// startFrom takes the status of the stream's one object from u, the object as the caller
+// observed it after since, when it shows the object in progress: the stream then watches
+// from u's resource version, and a list would only have said the same again.
+func (s *stream) startFrom(obj *ObjectStatus, u *unstructured.Unstructured, since time.Time) {
+	if u == nil || u.GetResourceVersion() == "" || since.IsZero() {
+		return
+	}
+	st, msg := computeStatus(u, s.rule)
+	st, msg = discountStale(u, st, msg, since)
+	if st != InProgress {
+		return
+	}
+	obj.Status, obj.Message = st, msg
+	s.startRV = u.GetResourceVersion()
 }
 
 // groupKey is what one list and watch covers.
@@ -298,11 +319,13 @@ func (c *Checker) plan(objs []ObjectStatus, rules map[schema.GroupVersionKind]*e
 		}
 		s.names[ref.Name] = i
 	}
+	observed := observedByRef(opts.Observed)
 	for _, s := range streams {
 		switch {
 		case len(s.names) == 1:
-			for name := range s.names {
+			for name, i := range s.names {
 				s.fieldSelector = "metadata.name=" + name
+				s.startFrom(&objs[i], observed[objs[i].Ref], opts.Since)
 			}
 		case opts.Selector != nil && !opts.Selector.Empty():
 			s.labelSelector = opts.Selector.String()

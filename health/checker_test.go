@@ -518,3 +518,33 @@ func TestWaitCallerDeadlineNamesWhatWasNotReady(t *testing.T) {
 		ContainSubstring("Deployment "), ContainSubstring("/late (InProgress)")))
 	e.expectNoOpenWatch(g)
 }
+
+// A single object the caller observed in progress after Since (its apply's answer) is
+// watched from the version observed: no list first, and the change the controller makes
+// after the apply still ends the wait.
+func TestWaitWatchesAnObservedObjectFromItsVersion(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	e := newEnv(t)
+	ctx := t.Context()
+
+	since := time.Now().Add(-time.Second)
+	e.createDeployment(t, "web", 0, nil, nil)
+	web, err := e.dyn.Resource(deployGVK.GroupVersion().WithResource("deployments")).Namespace(e.ns).Get(ctx, "web", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	if st, _ := computeStatus(web, nil); st != InProgress {
+		t.Skipf("the controller rolled the Deployment out before the test read it (%s)", st)
+	}
+	before := len(e.counter.seen())
+
+	report, err := e.checker.Wait(ctx, []ObjectRef{e.ref(deployGVK, "web")},
+		Options{Timeout: 60 * time.Second, Since: since, Observed: []*unstructured.Unstructured{web}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(report.Objects[0].Status).To(Equal(Current))
+	requests := matching(e.counter.seen()[before:], "/deployments")
+	t.Logf("requests:\n%s", strings.Join(requests, "\n"))
+	g.Expect(requests).To(HaveLen(1))
+	g.Expect(requests[0]).To(And(ContainSubstring("/deployments?"), ContainSubstring("watch=true"),
+		ContainSubstring("resourceVersion="+web.GetResourceVersion())), "one watch from the version observed")
+	e.expectNoOpenWatch(g)
+}

@@ -59,6 +59,10 @@ type stream struct {
 	metadata metadata.Interface
 	// names maps the name of each object this stream looks after to its report index.
 	names map[string]int
+	// startRV, when set, is the resource version of the stream's one object as the caller
+	// observed it (Options.Observed), its status taken from there already: the stream
+	// watches from it without a first list. An expired version lists as usual.
+	startRV string
 }
 
 // fallback returns a stream for objects a labelled stream handed off: the same kind and
@@ -87,7 +91,7 @@ func (s *stream) fallback(names map[string]int) *stream {
 // or no object is left to look after.
 func (s *stream) run(ctx context.Context, clk clock.Clock, send func(update) bool) {
 	var (
-		rv      string
+		rv      = s.startRV
 		backoff = initialBackoff
 		lastErr string
 	)
