@@ -57,7 +57,6 @@ func (ru *run) patchStatus(ctx context.Context) error {
 	}
 	ru.written = *ru.st.Status.DeepCopy()
 	ru.state.lastWrite = ru.st.ResourceVersion
-	ru.state.written = ru.st.DeepCopy()
 	return nil
 }
 

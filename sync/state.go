@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sync/apply"
 )
 
@@ -20,9 +19,6 @@ type targetState struct {
 	// lastWrite is the resourceVersion of our last status write: a cache still behind
 	// it must not be acted on.
 	lastWrite string
-	// written is the SyncTarget as the API server answered our last status write, until
-	// the cache has caught up with it: a cache found behind it need not be read around.
-	written *convergev1.SyncTarget
 	// rendered is what the last successful sync applied, for self-healing and for
 	// applying only what changed; nil when unknown.
 	rendered *renderedSet

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -111,20 +110,7 @@ func (r *Reconciler) getSyncTarget(ctx context.Context, key client.ObjectKey) (*
 		}
 		return nil, err
 	}
-	state := r.states.get(key)
-	rv := state.lastWrite
-	if rv == "" || rv == st.ResourceVersion {
-		state.written = nil // the cache has caught up
-		return st, nil
-	}
-	// The cache is behind our last write: what that write returned is the object then,
-	// and anything written since comes with an event of its own. A cache ahead of it, or
-	// versions that do not compare, are read around.
-	if cmp, err := resourceversion.CompareResourceVersion(st.ResourceVersion, rv); err == nil && cmp < 0 &&
-		state.written != nil && state.written.UID == st.UID {
-		return state.written.DeepCopy(), nil
-	}
-	if r.APIReader != nil {
+	if rv := r.states.get(key).lastWrite; rv != "" && rv != st.ResourceVersion && r.APIReader != nil {
 		if err := r.APIReader.Get(ctx, key, st); err != nil {
 			return nil, client.IgnoreNotFound(err)
 		}
