@@ -19,7 +19,8 @@ import (
 // manyRun is one repetition of many.
 type manyRun struct {
 	ready time.Duration
-	rss   float64 // MiB
+	rss   float64 // MiB, VmHWM
+	anon  float64 // MiB, peak RssAnon
 	// requests is what the API server served during the repetition (all clients, the
 	// cluster's own controllers included), daemonSent what the daemon's clients sent.
 	requests, daemonSent requestCounts
@@ -46,8 +47,8 @@ func (b *Bench) runMany(ctx context.Context, n int) error {
 		if err != nil {
 			return fmt.Errorf("many N=%d rep %d: %w", n, rep+1, err)
 		}
-		b.logf("many N=%d rep %d/%d: all Ready in %s, daemon peak RSS %.0f MiB, %.1f reconciles and %.1f API requests sent per SyncTarget (%s); API server: %s",
-			n, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.rss, r.reconciles/float64(n), r.daemonSent.total()/float64(n), r.daemonSent, r.requests)
+		b.logf("many N=%d rep %d/%d: all Ready in %s, daemon peak RSS %.0f MiB (anonymous %.0f MiB), %.1f reconciles and %.1f API requests sent per SyncTarget (%s); API server: %s",
+			n, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.rss, r.anon, r.reconciles/float64(n), r.daemonSent.total()/float64(n), r.daemonSent, r.requests)
 		runs = append(runs, r)
 		if err := b.deleteTargets(ctx, workloadMany); err != nil {
 			return err
@@ -58,27 +59,25 @@ func (b *Bench) runMany(ctx context.Context, n int) error {
 	}
 
 	var ready []time.Duration
-	var rss, perTarget []float64
+	var rss, anon, perTarget []float64
 	for _, r := range runs {
 		ready = append(ready, r.ready)
-		rss = append(rss, r.rss)
+		rss, anon = append(rss, r.rss), append(anon, r.anon)
 		perTarget = append(perTarget, r.daemonSent.total()/float64(n))
 	}
 	w := fmt.Sprintf("many N=%d", n)
-	readyTarget := &Target{Text: "— (Flux 28–30 s @100)"}
-	rssTarget := &Target{Text: "— (Flux 32–188 MiB)"}
-	switch {
-	case n == 500:
+	var readyTarget, rssTarget *Target
+	switch n {
+	case 500:
+		readyTarget = &Target{Text: "≤ 20 s", Max: 20}
+	case 1000:
 		readyTarget = &Target{Text: "≤ 45 s", Max: 45}
-	case n == 1000:
-		readyTarget = &Target{Text: "≤ 90 s", Max: 90}
-		rssTarget = &Target{Text: "≤ 150 MiB", Max: 150}
-	case n != 100:
-		readyTarget, rssTarget = nil, nil
+		rssTarget = &Target{Text: "≤ 120 MiB", Max: 120}
 	}
 	b.res.add(w, "create → all Ready", Seconds, seconds(ready), "", nil, readyTarget)
 	b.res.add(w, "daemon peak RSS (VmHWM)", MiB, rss, "", nil, rssTarget)
-	b.res.add(w, "API requests sent per SyncTarget", Requests, perTarget, "", nil, nil)
+	b.res.add(w, "daemon peak anonymous RSS (sampled)", MiB, anon, "", nil, nil)
+	b.res.add(w, "API requests sent per SyncTarget", Requests, perTarget, "", nil, &Target{Text: "≤ 8", Max: 8})
 	if b.cfg.flux() {
 		return b.runManyFlux(ctx, n, url, revision, namespaces)
 	}
@@ -160,6 +159,7 @@ func (b *Bench) manyOnce(ctx context.Context, rep, n int, url, revision string, 
 	if r.rss, err = peakRSS(d.pid()); err != nil {
 		return r, err
 	}
+	r.anon = d.peakAnonMiB()
 	if err := d.running(); err != nil {
 		return r, err
 	}

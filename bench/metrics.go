@@ -242,22 +242,24 @@ func (c requestCounts) String() string {
 
 // peakRSS reads VmHWM, the peak resident set size, of a process in MiB.
 func peakRSS(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kb, err := statusField(fmt.Sprintf("/proc/%d/status", pid), "VmHWM:")
+	return kb / 1024, err
+}
+
+// statusField reads a field in kB of a /proc/<pid>/status file.
+func statusField(path, field string) (float64, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			f := strings.Fields(rest)
 			if len(f) < 1 {
 				break
 			}
-			kb, err := strconv.ParseFloat(f[0], 64)
-			if err != nil {
-				return 0, err
-			}
-			return kb / 1024, nil
+			return strconv.ParseFloat(f[0], 64)
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in %s", field, path)
 }

@@ -14,7 +14,8 @@ const shardLabel = "bench.converge.dev/shard"
 // shardsRun is one repetition of shards.
 type shardsRun struct {
 	ready    time.Duration
-	rss      [2]float64 // MiB, per shard
+	rss      [2]float64 // MiB, per shard, VmHWM
+	anon     [2]float64 // MiB, per shard, peak RssAnon
 	requests float64    // sent by both daemons, per SyncTarget
 }
 
@@ -31,7 +32,7 @@ func (b *Bench) runShards(ctx context.Context) error {
 	for i := range n {
 		names[i], namespaces[i] = fmt.Sprintf("shards-%05d", i), manyNamespace(i)
 	}
-	var ready, rssA, rssB, perTarget []float64
+	var ready, rssA, rssB, anonA, anonB, perTarget []float64
 	for rep := range b.cfg.Reps {
 		r, err := b.shardsOnce(ctx, rep, url, revision, names)
 		if err != nil {
@@ -41,6 +42,7 @@ func (b *Bench) runShards(ctx context.Context) error {
 			n, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.rss[0], r.rss[1], r.requests)
 		ready, perTarget = append(ready, r.ready.Seconds()), append(perTarget, r.requests)
 		rssA, rssB = append(rssA, r.rss[0]), append(rssB, r.rss[1])
+		anonA, anonB = append(anonA, r.anon[0]), append(anonB, r.anon[1])
 		if err := b.deleteTargets(ctx, workloadShards); err != nil {
 			return err
 		}
@@ -56,6 +58,8 @@ func (b *Bench) runShards(ctx context.Context) error {
 	b.res.add(w, "create → all Ready (2 shards)", Seconds, ready, "", nil, readyTarget)
 	b.res.add(w, "shard a peak RSS (VmHWM)", MiB, rssA, "", nil, rssTarget)
 	b.res.add(w, "shard b peak RSS (VmHWM)", MiB, rssB, "", nil, rssTarget)
+	b.res.add(w, "shard a peak anonymous RSS (sampled)", MiB, anonA, "", nil, nil)
+	b.res.add(w, "shard b peak anonymous RSS (sampled)", MiB, anonB, "", nil, nil)
 	b.res.add(w, "API requests sent per SyncTarget", Requests, perTarget, "", nil, nil)
 	return nil
 }
@@ -103,6 +107,7 @@ func (b *Bench) shardsOnce(ctx context.Context, rep int, url, revision string, n
 			return r, err
 		}
 		sent1 += c.requests.total()
+		r.anon[i] = d.peakAnonMiB()
 		if r.rss[i], err = peakRSS(d.pid()); err != nil {
 			return r, err
 		}
