@@ -47,7 +47,8 @@ type Applier struct {
 
 // Apply applies objects through c (an impersonating client when the SyncTarget names a
 // service account). The objects must carry their owner labels already. live holds what
-// the caller read of them already; nil has Apply list what the SyncTarget owns itself.
+// the caller read of them already; Apply lists what the SyncTarget owns of the kinds and
+// namespaces it applies several objects of, where live has not listed them.
 func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, live Live,
 	timeout time.Duration) (Result, error) {
 	cs := ssa.NewChangeSet()
@@ -99,9 +100,7 @@ func (a Applier) applyStage(ctx context.Context, c client.Client, objects []*uns
 	if concurrency <= 0 {
 		concurrency = defaultConcurrency
 	}
-	if live == nil {
-		live = listOwned(ctx, c, objects)
-	}
+	live = listOwned(ctx, c, objects, live)
 	decisions, err := Plan(ctx, c, objects, live, PlanOptions{Concurrency: concurrency})
 	if err != nil {
 		return nil, nil, err

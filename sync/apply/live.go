@@ -12,12 +12,30 @@ import (
 
 // Live are objects as the cluster holds them, by kind, namespace and name: what a caller
 // read already (see CheckOwnership), so that Plan need not read them again. A nil Live
-// holds nothing.
+// holds nothing. A kind and namespace whose owned objects were listed whole is marked, so
+// that the apply does not list it again (see listOwned).
 type Live map[schema.GroupVersionKind]map[client.ObjectKey]*unstructured.Unstructured
 
 // Get returns the live object of o's kind, namespace and name, nil when unknown.
 func (l Live) Get(o *unstructured.Unstructured) *unstructured.Unstructured {
+	if o.GetName() == "" {
+		return nil
+	}
 	return l[o.GroupVersionKind()][client.ObjectKeyFromObject(o)]
+}
+
+// markListed records that the owner's objects of kind gvk in namespace are all in l.
+func (l Live) markListed(gvk schema.GroupVersionKind, namespace string) {
+	if l[gvk] == nil {
+		l[gvk] = map[client.ObjectKey]*unstructured.Unstructured{}
+	}
+	l[gvk][client.ObjectKey{Namespace: namespace}] = nil // no object has an empty name
+}
+
+// listed reports whether the owner's objects of kind gvk in namespace were listed whole.
+func (l Live) listed(gvk schema.GroupVersionKind, namespace string) bool {
+	_, ok := l[gvk][client.ObjectKey{Namespace: namespace}]
+	return ok
 }
 
 // Add records o as the live object of kind gvk (which it is given: a list's items lack it).
@@ -29,11 +47,14 @@ func (l Live) Add(gvk schema.GroupVersionKind, o *unstructured.Unstructured) {
 	l[gvk][client.ObjectKeyFromObject(o)] = o
 }
 
-// listOwned lists, per kind and namespace of objects, the live objects labelled for the
-// owner the objects carry. A list that fails (a kind not served yet, no right to list)
-// only means the objects concerned are read one by one when needed.
-func listOwned(ctx context.Context, c client.Client, objects []*unstructured.Unstructured) Live {
-	live := Live{}
+// listOwned adds to live, per kind and namespace of two objects or more, the live objects
+// labelled for the owner the objects carry, unless that kind and namespace was listed
+// already. A list that fails (a kind not served yet, no right to list) only means the
+// objects concerned are read one by one when needed.
+func listOwned(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, live Live) Live {
+	if live == nil {
+		live = Live{}
+	}
 	if len(objects) == 0 {
 		return live
 	}
@@ -54,7 +75,7 @@ func listOwned(ctx context.Context, c client.Client, objects []*unstructured.Uns
 		counts[scope{o.GroupVersionKind(), o.GetNamespace()}]++
 	}
 	for s, n := range counts {
-		if n < 2 {
+		if n < 2 || live.listed(s.gvk, s.namespace) {
 			continue // a single object costs a read either way
 		}
 		list := &unstructured.UnstructuredList{}
@@ -69,6 +90,7 @@ func listOwned(ctx context.Context, c client.Client, objects []*unstructured.Uns
 		for i := range list.Items {
 			live.Add(s.gvk, &list.Items[i])
 		}
+		live.markListed(s.gvk, s.namespace)
 	}
 	return live
 }

@@ -65,7 +65,7 @@ func CheckOwnershipCached(ctx context.Context, c client.Client, owner client.Obj
 		wanted[s][o.GetName()] = true
 	}
 	for _, s := range scopes {
-		if managed != nil && oc.checkCached(ctx, s, wanted[s], managed) {
+		if managed != nil && oc.checkCached(s, wanted[s], managed) {
 			continue
 		}
 		var err error
@@ -148,19 +148,21 @@ func (oc *ownershipCheck) checkMany(ctx context.Context, s scope, names map[stri
 			return err
 		}
 	}
-	if ownsSome && len(oc.conflicts) == 0 {
+	switch {
+	case ownsSome && len(oc.conflicts) == 0:
 		// The objects the SyncTarget owns already, whole, for the apply to compare with.
 		oc.listOwn(ctx, s)
+	case !ownsSome:
+		oc.live.markListed(s.gvk, s.namespace) // it owns none there
 	}
 	return nil
 }
 
 // checkCached answers for the scope from managed, and reports whether it could: not when
-// managed does not know the kind, nor when it shows another SyncTarget's claim. When the
-// owner has several of the objects already, they are listed whole for the apply to
-// compare with, as checkMany does.
-func (oc *ownershipCheck) checkCached(ctx context.Context, s scope, names map[string]bool, managed Managed) bool {
-	owned := 0
+// managed does not know the kind, nor when it shows another SyncTarget's claim. It reads
+// nothing: the apply lists what it needs of the objects it applies (a commit that changes
+// one object of a thousand needs none of the others).
+func (oc *ownershipCheck) checkCached(s scope, names map[string]bool, managed Managed) bool {
 	for name := range names {
 		lbls, found, ok := managed(s.gvk, s.namespace, name)
 		if !ok {
@@ -172,12 +174,6 @@ func (oc *ownershipCheck) checkCached(ctx context.Context, s scope, names map[st
 		if _, managedBy := lbls[convergev1.NameLabel]; managedBy && !ownedBy(oc.owner, lbls) {
 			return false
 		}
-		if ownedBy(oc.owner, lbls) {
-			owned++
-		}
-	}
-	if owned >= 2 {
-		oc.listOwn(ctx, s)
 	}
 	return true
 }
@@ -195,6 +191,7 @@ func (oc *ownershipCheck) listOwn(ctx context.Context, s scope) {
 		for i := range full.Items {
 			oc.live.Add(s.gvk, &full.Items[i])
 		}
+		oc.live.markListed(s.gvk, s.namespace)
 	}
 }
 

@@ -79,14 +79,34 @@ func TestCheckOwnershipCached(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(*n).To(Equal(calls{}))
 	})
-	t.Run("several owned already: listed whole once", func(t *testing.T) {
+	t.Run("several owned already: no request, the apply lists what it applies, once", func(t *testing.T) {
+		g := NewWithT(t)
+		a, b, c1 := ownedConfigMap("a", me), ownedConfigMap("b", me), ownedConfigMap("c", me)
+		c, n := clientWith(false, a.DeepCopy(), b.DeepCopy(), c1.DeepCopy())
+		objects := []*unstructured.Unstructured{a, b, c1}
+		live, err := CheckOwnershipCached(t.Context(), c, me, exists, cacheOf(a, b, c1), objects)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(*n).To(Equal(calls{}))
+
+		// A commit that changes one of them: nothing to list, its dry-run reads it.
+		g.Expect(listOwned(t.Context(), c, objects[:1], live).Get(a)).To(BeNil())
+		g.Expect(*n).To(Equal(calls{}))
+		// A full apply: one list, kept.
+		live = listOwned(t.Context(), c, objects, live)
+		g.Expect(live.Get(a)).NotTo(BeNil())
+		g.Expect(live.Get(c1)).NotTo(BeNil())
+		listOwned(t.Context(), c, objects, live)
+		g.Expect(*n).To(Equal(calls{lists: 1}))
+	})
+	t.Run("read without a cache: listed once, for the check and the apply", func(t *testing.T) {
 		g := NewWithT(t)
 		a, b := ownedConfigMap("a", me), ownedConfigMap("b", me)
 		c, n := clientWith(false, a.DeepCopy(), b.DeepCopy())
-		live, err := CheckOwnershipCached(t.Context(), c, me, exists, cacheOf(a, b), []*unstructured.Unstructured{a, b})
+		live, err := CheckOwnership(t.Context(), c, me, exists, []*unstructured.Unstructured{a, b})
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(*n).To(Equal(calls{lists: 1}))
-		g.Expect(live.Get(a)).NotTo(BeNil())
+		g.Expect(*n).To(Equal(calls{lists: 2}), "the metadata of what converge manages, then the owner's whole")
+		listOwned(t.Context(), c, []*unstructured.Unstructured{a, b}, live)
+		g.Expect(*n).To(Equal(calls{lists: 2}))
 		g.Expect(live.Get(b)).NotTo(BeNil())
 	})
 	t.Run("another's claim: read through the client and refused", func(t *testing.T) {
