@@ -13,9 +13,20 @@ for dir in $(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | xargs -n1 d
   pkg=./$dir
   for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go | sed 's/^func //' | sort -u); do
     echo "fuzz: $pkg $target ($time_per_target)"
+    corpus="$dir/testdata/fuzz/$target"
+    before=$(ls "$corpus" 2>/dev/null | sort || true)
     if ! go test "$pkg" -run '^$' -fuzz "^${target}\$" -fuzztime "$time_per_target" -parallel 2 >"/tmp/fuzz-$$.log" 2>&1; then
-      cat "/tmp/fuzz-$$.log"
-      status=1
+      after=$(ls "$corpus" 2>/dev/null | sort || true)
+      # Go 1.26's fuzz coordinator can fail a run with a bare "context deadline exceeded"
+      # when -fuzztime ends while a worker is busy (golang/go#75804, fixed in Go 1.27): no
+      # input failed then, and none is written. Anything else fails the smoke run.
+      if [ "$before" = "$after" ] && ! grep -q 'Failing input written' "/tmp/fuzz-$$.log" &&
+        [ "$(grep -A1 -- '--- FAIL' "/tmp/fuzz-$$.log" | tail -n1 | tr -d '[:space:]')" = "contextdeadlineexceeded" ]; then
+        echo "fuzz: $target stopped with Go's fuzztime race (no failing input), not counted as a failure"
+      else
+        cat "/tmp/fuzz-$$.log"
+        status=1
+      fi
     fi
   done
 done
