@@ -68,11 +68,26 @@ func widgetList(rv string, items ...*unstructured.Unstructured) *unstructured.Un
 	return l
 }
 
+// pendingWidgetAPI serves the Widget w as Pending in every list, and w as every watch.
+func pendingWidgetAPI(w watch.Interface) *fakeAPI {
+	return newFakeAPI(
+		func(int32) (runtime.Object, error) {
+			return widgetList("10", fakeWidget("w", "Pending", "10")), nil
+		},
+		func(int32) watch.Interface { return w },
+	)
+}
+
 func (f *fakeAPI) wait(ctx context.Context, timeout time.Duration) <-chan waitResult {
+	return f.waitWith(ctx, Options{Timeout: timeout})
+}
+
+// waitWith waits for the Widget w with opts and the Widget health rule.
+func (f *fakeAPI) waitWith(ctx context.Context, opts Options) <-chan waitResult {
+	opts.Exprs = []convergev1.CustomHealthCheck{widgetCheck()}
 	ch := make(chan waitResult, 1)
 	go func() {
-		r, err := f.checker.Wait(ctx, []ObjectRef{{GVK: widgetGVK, Namespace: "ns", Name: "w"}},
-			Options{Timeout: timeout, Exprs: []convergev1.CustomHealthCheck{widgetCheck()}})
+		r, err := f.checker.Wait(ctx, []ObjectRef{{GVK: widgetGVK, Namespace: "ns", Name: "w"}}, opts)
 		ch <- waitResult{report: r, err: err}
 	}()
 	return ch
@@ -127,12 +142,7 @@ func TestStreamRecovers(t *testing.T) {
 func TestStreamSeesDeletionAndRecreation(t *testing.T) {
 	g := NewWithT(t)
 	w := watch.NewFakeWithChanSize(1, false)
-	f := newFakeAPI(
-		func(int32) (runtime.Object, error) {
-			return widgetList("10", fakeWidget("w", "Pending", "10")), nil
-		},
-		func(int32) watch.Interface { return w },
-	)
+	f := pendingWidgetAPI(w)
 	deleted := signalWhen(f.checker, func(r Report) bool {
 		return r.Objects[0].Status == NotFound && r.Objects[0].Message == "deleted"
 	})
@@ -152,12 +162,7 @@ func TestStreamSeesDeletionAndRecreation(t *testing.T) {
 func TestWaitTimesOutOnTheClock(t *testing.T) {
 	g := NewWithT(t)
 	w := watch.NewFakeWithChanSize(1, false)
-	f := newFakeAPI(
-		func(int32) (runtime.Object, error) {
-			return widgetList("10", fakeWidget("w", "Pending", "10")), nil
-		},
-		func(int32) watch.Interface { return w },
-	)
+	f := pendingWidgetAPI(w)
 	done := f.wait(t.Context(), 90*time.Second)
 	g.Eventually(f.watches.Load).Should(BeEquivalentTo(1))
 	g.Expect(f.clock.Waiters()).To(Equal(1), "only the timeout")
@@ -218,12 +223,7 @@ func TestWaitRejectsWhatCannotBeWaitedFor(t *testing.T) {
 func TestWaitCancelledWithCause(t *testing.T) {
 	g := NewWithT(t)
 	w := watch.NewFakeWithChanSize(1, false)
-	f := newFakeAPI(
-		func(int32) (runtime.Object, error) {
-			return widgetList("10", fakeWidget("w", "Pending", "10")), nil
-		},
-		func(int32) watch.Interface { return w },
-	)
+	f := pendingWidgetAPI(w)
 	ctx, cancel := context.WithCancelCause(t.Context())
 	done := f.wait(ctx, time.Minute)
 	g.Eventually(f.watches.Load).Should(BeEquivalentTo(1))
@@ -242,21 +242,11 @@ func TestWaitCancelledWithCause(t *testing.T) {
 func TestWaitCallsOnSlowOnceWhenSlow(t *testing.T) {
 	g := NewWithT(t)
 	w := watch.NewFakeWithChanSize(1, false)
-	f := newFakeAPI(
-		func(int32) (runtime.Object, error) {
-			return widgetList("10", fakeWidget("w", "Pending", "10")), nil
-		},
-		func(int32) watch.Interface { return w },
-	)
+	f := pendingWidgetAPI(w)
 	var calls atomic.Int32
 	var seen Report
-	done := make(chan error, 1)
-	go func() {
-		_, err := f.checker.Wait(t.Context(), []ObjectRef{{GVK: widgetGVK, Namespace: "ns", Name: "w"}},
-			Options{Timeout: time.Minute, Exprs: []convergev1.CustomHealthCheck{widgetCheck()},
-				Slow: 2 * time.Second, OnSlow: func(r Report) { seen = r; calls.Add(1) }})
-		done <- err
-	}()
+	done := f.waitWith(t.Context(), Options{Timeout: time.Minute,
+		Slow: 2 * time.Second, OnSlow: func(r Report) { seen = r; calls.Add(1) }})
 	g.Eventually(f.watches.Load).Should(BeEquivalentTo(1))
 	g.Expect(f.clock.Waiters()).To(Equal(2), "the timeout and the slow notice")
 	f.clock.Step(time.Second)
@@ -265,29 +255,22 @@ func TestWaitCallsOnSlowOnceWhenSlow(t *testing.T) {
 	g.Eventually(calls.Load).Should(BeEquivalentTo(1))
 	f.clock.Step(10 * time.Second)
 	w.Modify(fakeWidget("w", "Ready", "11"))
-	g.Eventually(done).Should(Receive(BeNil()))
+	var res waitResult
+	g.Eventually(done).Should(Receive(&res))
+	g.Expect(res.err).NotTo(HaveOccurred())
 	g.Expect(calls.Load()).To(BeEquivalentTo(1), "once")
 	g.Expect(seen.Objects).To(HaveLen(1))
 	g.Expect(seen.Elapsed).To(Equal(2 * time.Second))
 
 	// A wait that ends before Slow says nothing.
 	w2 := watch.NewFakeWithChanSize(1, false)
-	f2 := newFakeAPI(
-		func(int32) (runtime.Object, error) {
-			return widgetList("10", fakeWidget("w", "Pending", "10")), nil
-		},
-		func(int32) watch.Interface { return w2 },
-	)
+	f2 := pendingWidgetAPI(w2)
 	var calls2 atomic.Int32
-	done2 := make(chan error, 1)
-	go func() {
-		_, err := f2.checker.Wait(t.Context(), []ObjectRef{{GVK: widgetGVK, Namespace: "ns", Name: "w"}},
-			Options{Timeout: time.Minute, Exprs: []convergev1.CustomHealthCheck{widgetCheck()},
-				Slow: 2 * time.Second, OnSlow: func(Report) { calls2.Add(1) }})
-		done2 <- err
-	}()
+	done2 := f2.waitWith(t.Context(), Options{Timeout: time.Minute,
+		Slow: 2 * time.Second, OnSlow: func(Report) { calls2.Add(1) }})
 	g.Eventually(f2.watches.Load).Should(BeEquivalentTo(1))
 	w2.Modify(fakeWidget("w", "Ready", "11"))
-	g.Eventually(done2).Should(Receive(BeNil()))
+	g.Eventually(done2).Should(Receive(&res))
+	g.Expect(res.err).NotTo(HaveOccurred())
 	g.Expect(calls2.Load()).To(BeZero())
 }
