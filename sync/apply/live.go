@@ -58,17 +58,13 @@ func listOwned(ctx context.Context, c client.Client, objects []*unstructured.Uns
 	if len(objects) == 0 {
 		return live
 	}
-	owner := map[string]string{}
+	owner := client.MatchingLabels{}
 	for _, k := range []string{convergev1.NameLabel, convergev1.NamespaceLabel} {
 		v, ok := objects[0].GetLabels()[k]
 		if !ok {
 			return live
 		}
 		owner[k] = v
-	}
-	type scope struct {
-		gvk       schema.GroupVersionKind
-		namespace string
 	}
 	counts := map[scope]int{}
 	for _, o := range objects {
@@ -78,19 +74,25 @@ func listOwned(ctx context.Context, c client.Client, objects []*unstructured.Uns
 		if n < 2 || live.listed(s.gvk, s.namespace) {
 			continue // a single object costs a read either way
 		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
-		opts := []client.ListOption{client.MatchingLabels(owner)}
-		if s.namespace != "" {
-			opts = append(opts, client.InNamespace(s.namespace))
-		}
-		if err := c.List(ctx, list, opts...); err != nil {
-			continue
-		}
-		for i := range list.Items {
-			live.Add(s.gvk, &list.Items[i])
-		}
-		live.markListed(s.gvk, s.namespace)
+		live.listOwner(ctx, c, s, owner)
 	}
 	return live
+}
+
+// listOwner adds to l the objects of scope s carrying the owner labels, whole, and marks
+// the scope listed; a list that fails adds nothing (the apply reads them one by one).
+func (l Live) listOwner(ctx context.Context, c client.Client, s scope, owner client.MatchingLabels) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
+	opts := []client.ListOption{owner}
+	if s.namespace != "" {
+		opts = append(opts, client.InNamespace(s.namespace))
+	}
+	if err := c.List(ctx, list, opts...); err != nil {
+		return
+	}
+	for i := range list.Items {
+		l.Add(s.gvk, &list.Items[i])
+	}
+	l.markListed(s.gvk, s.namespace)
 }

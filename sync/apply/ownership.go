@@ -151,7 +151,7 @@ func (oc *ownershipCheck) checkMany(ctx context.Context, s scope, names map[stri
 	switch {
 	case ownsSome && len(oc.conflicts) == 0:
 		// The objects the SyncTarget owns already, whole, for the apply to compare with.
-		oc.listOwn(ctx, s)
+		oc.live.listOwner(ctx, oc.c, s, client.MatchingLabels{convergev1.NameLabel: oc.owner.Name, convergev1.NamespaceLabel: oc.owner.Namespace})
 	case !ownsSome:
 		oc.live.markListed(s.gvk, s.namespace) // it owns none there
 	}
@@ -176,23 +176,6 @@ func (oc *ownershipCheck) checkCached(s scope, names map[string]bool, managed Ma
 		}
 	}
 	return true
-}
-
-// listOwn reads the objects of the scope the owner has, whole; a list that fails only
-// means the apply reads them one by one.
-func (oc *ownershipCheck) listOwn(ctx context.Context, s scope) {
-	full := &unstructured.UnstructuredList{}
-	full.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
-	opts := []client.ListOption{client.MatchingLabels{convergev1.NameLabel: oc.owner.Name, convergev1.NamespaceLabel: oc.owner.Namespace}}
-	if s.namespace != "" {
-		opts = append(opts, client.InNamespace(s.namespace))
-	}
-	if err := oc.c.List(ctx, full, opts...); err == nil {
-		for i := range full.Items {
-			oc.live.Add(s.gvk, &full.Items[i])
-		}
-		oc.live.markListed(s.gvk, s.namespace)
-	}
 }
 
 // claim records a conflict when an object's labels name another SyncTarget that exists.
