@@ -251,13 +251,21 @@ func (b *Bench) bigConvergeAfter(ctx context.Context, d *daemon, g *bigGroup, ns
 	}
 	if b.cfg.runs(workloadChange) {
 		prof := b.startProfile(d, workloadChange)
+		before, err := d.phases(ctx)
+		if err != nil {
+			return err
+		}
 		applied, healthy, err := b.measureChange(ctx, d, g, ns, fmt.Sprintf("rep%d-webhook", rep), true)
 		if err != nil {
 			return fmt.Errorf("change (webhook): %w", err)
 		}
+		after, err := d.phases(ctx)
+		if err != nil {
+			return err
+		}
 		g.s.hookApplied, g.s.hookHealthy = append(g.s.hookApplied, applied), append(g.s.hookHealthy, healthy)
-		b.logf("change rep %d/%d (webhook): push → applied %s, → healthy %s", rep+1, b.cfg.Reps,
-			applied.Round(time.Millisecond), healthy.Round(time.Millisecond))
+		b.logf("change rep %d/%d (webhook): push → applied %s, → healthy %s (%s)", rep+1, b.cfg.Reps,
+			applied.Round(time.Millisecond), healthy.Round(time.Millisecond), after.since(before))
 
 		if err := b.setInterval(ctx, d, time.Duration(b.cfg.PollIntervalSeconds)*time.Second); err != nil {
 			return fmt.Errorf("change (poll): %w", err)

@@ -414,20 +414,45 @@ func (d *daemon) counters(ctx context.Context) (counters, error) {
 	return c, nil
 }
 
+// phaseNames are the phases of a deploy, in order (converge_sync_phase_duration_seconds).
+var phaseNames = []string{"checkout", "render", "ownership", "apply", "prune", "health"}
+
+// phaseTimes is how long the daemon's deploys spent in each phase so far.
+type phaseTimes map[string]time.Duration
+
 // phases reads how long the daemon's deploys spent in each phase so far
-// (converge_sync_phase_duration_seconds), e.g. "render 120ms, apply 2.1s, health 1.4s".
-func (d *daemon) phases(ctx context.Context) (string, error) {
+// (converge_sync_phase_duration_seconds).
+func (d *daemon) phases(ctx context.Context) (phaseTimes, error) {
 	s, err := scrape(ctx, d.metricsURL, "converge_sync_phase_duration_seconds_sum")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	p := phaseTimes{}
+	for _, phase := range phaseNames {
+		v := sum(s, "converge_sync_phase_duration_seconds_sum", map[string]string{"phase": phase})
+		p[phase] = time.Duration(v * float64(time.Second))
+	}
+	return p, nil
+}
+
+// since is what was spent in each phase after before.
+func (p phaseTimes) since(before phaseTimes) phaseTimes {
+	d := phaseTimes{}
+	for k, v := range p {
+		d[k] = v - before[k]
+	}
+	return d
+}
+
+// String is e.g. "render 120ms, apply 2.1s, health 1.4s": the phases that took time.
+func (p phaseTimes) String() string {
 	var parts []string
-	for _, phase := range []string{"checkout", "render", "ownership", "apply", "prune", "health"} {
-		if v := sum(s, "converge_sync_phase_duration_seconds_sum", map[string]string{"phase": phase}); v > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s", phase, time.Duration(v*float64(time.Second)).Round(time.Millisecond)))
+	for _, phase := range phaseNames {
+		if v := p[phase]; v > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", phase, v.Round(time.Millisecond)))
 		}
 	}
-	return strings.Join(parts, ", "), nil
+	return strings.Join(parts, ", ")
 }
 
 // waitQuiet waits until the daemon finished no reconcile for quiet.
