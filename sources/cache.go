@@ -234,14 +234,18 @@ func (c *Cache) fetch(ctx context.Context, src Source, rev Revision, dir string)
 	}
 	defer closeObjects()
 
-	tree := filepath.Join(tmp, "tree")
+	tree, list := filepath.Join(tmp, "tree"), filepath.Join(tmp, "files")
 	w := &treeWriter{
 		s: objects, commit: rev.Commit,
 		maxBytes: c.opts.MaxBytes, maxFiles: c.opts.MaxFiles,
-		buf: make([]byte, 64<<10),
+		buf:  make([]byte, 64<<10),
+		base: c.baseFor(filepath.Dir(dir), rev.Commit),
 	}
 	if err := w.writeCommit(ctx, hash, tree); err != nil {
 		return err
+	}
+	if err := writeFileList(list, w.list); err != nil {
+		return fmt.Errorf("%w: %v", ErrFetchFailed, err)
 	}
 	if err := syncFS(tree); err != nil {
 		return fmt.Errorf("%w: syncing checkout: %v", ErrFetchFailed, err)
@@ -259,6 +263,8 @@ func (c *Cache) fetch(ctx context.Context, src Source, rev Revision, dir string)
 	if err := os.Chmod(dir, 0o555); err != nil {
 		return fmt.Errorf("%w: %v", ErrFetchFailed, err)
 	}
+	// Without its list a checkout is only never shared: nothing to fail for.
+	_ = os.Rename(list, dir+filesSuffix)
 	return nil
 }
 
@@ -427,8 +433,14 @@ func (c *Cache) GC(keep func(commit string) bool) ([]string, error) {
 			errs = append(errs, err)
 			continue
 		}
-		left := len(entries)
 		for _, e := range entries {
+			if commit, ok := strings.CutSuffix(e.Name(), filesSuffix); ok && isHex(commit, 40) {
+				// A list goes with its checkout; one whose checkout is gone goes too.
+				if _, err := os.Lstat(filepath.Join(repoDir, commit)); errors.Is(err, fs.ErrNotExist) {
+					_ = os.Remove(filepath.Join(repoDir, e.Name()))
+				}
+				continue
+			}
 			if !isHex(e.Name(), 40) || keep(e.Name()) {
 				continue
 			}
@@ -438,7 +450,9 @@ func (c *Cache) GC(keep func(commit string) bool) ([]string, error) {
 				c.mu.Unlock()
 				continue
 			}
-			// Move it out of sight first, under the lock, so Checkout either sees it whole or not.
+			// Move it out of sight first, under the lock, so Checkout either sees it whole or not;
+			// its list first, so that no new checkout starts to share its files.
+			_ = os.Remove(dir + filesSuffix)
 			trash, err := os.MkdirTemp(c.tmp, "gc-")
 			if err == nil {
 				_ = os.Chmod(dir, 0o755) // renaming a directory across parents needs write access to it
@@ -454,9 +468,8 @@ func (c *Cache) GC(keep func(commit string) bool) ([]string, error) {
 				errs = append(errs, err)
 			}
 			removed = append(removed, dir)
-			left--
 		}
-		if left == 0 {
+		if left, err := os.ReadDir(repoDir); err == nil && len(left) == 0 {
 			_ = os.Remove(repoDir)
 		}
 	}

@@ -10,7 +10,8 @@
 //     at, rendered as <ref>@sha1:<hex> (ParseRevision reads it back).
 //   - Cache.Checkout returns the read-only directory of a commit: from the cache without
 //     network, or after a shallow fetch of that one commit, written atomically, within size
-//     and file-count caps. Cache.GC removes checkouts no SyncTarget needs any more.
+//     and file-count caps; files unchanged since an earlier checkout of the repository are
+//     hard links of that checkout's. Cache.GC removes checkouts no SyncTarget needs any more.
 //   - Scheduler polls every distinct (URL, ref, credentials) once for all its subscribers, on
 //     an interval or a cron schedule, with bounded concurrency, timeouts and backoff, checks
 //     new revisions out into the Cache, and calls the subscribers back. Trigger polls a source

@@ -46,6 +46,11 @@ type treeWriter struct {
 	dirs     []string
 	jobs     []chan writeJob
 	next     int // the writer the next directory goes to
+
+	base    *base    // an earlier checkout of the repository whose files may be linked; nil: none
+	list    fileList // the regular files written or linked, for the list beside the checkout
+	written []string // the files written (not linked), for the caller to make durable
+	linked  int
 }
 
 type writeJob struct {
@@ -83,7 +88,8 @@ func (w *treeWriter) writeCommit(ctx context.Context, hash plumbing.Hash, dir st
 			}
 		}()
 	}
-	err = w.writeTree(ctx, c.TreeHash, dir)
+	w.list = fileList{}
+	err = w.writeTree(ctx, c.TreeHash, dir, "")
 	for _, jobs := range w.jobs {
 		close(jobs)
 	}
@@ -107,7 +113,7 @@ func (w *treeWriter) writeCommit(ctx context.Context, hash plumbing.Hash, dir st
 	return nil
 }
 
-func (w *treeWriter) writeTree(ctx context.Context, hash plumbing.Hash, dir string) error {
+func (w *treeWriter) writeTree(ctx context.Context, hash plumbing.Hash, dir, rel string) error {
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
@@ -122,19 +128,23 @@ func (w *treeWriter) writeTree(ctx context.Context, hash plumbing.Hash, dir stri
 			return fmt.Errorf("%w: commit %s has an entry named %q, which cannot be checked out safely", ErrFetchFailed, w.commit, e.Name)
 		}
 		p := filepath.Join(dir, e.Name)
+		r := e.Name
+		if rel != "" {
+			r = rel + "/" + e.Name
+		}
 		switch e.Mode {
 		case filemode.Dir:
 			if err := os.Mkdir(p, 0o755); err != nil {
 				return fmt.Errorf("%w: %v", ErrFetchFailed, err)
 			}
-			if err := w.writeTree(ctx, e.Hash, p); err != nil {
+			if err := w.writeTree(ctx, e.Hash, p, r); err != nil {
 				return err
 			}
 			w.dirs = append(w.dirs, p)
 		case filemode.Regular, filemode.Deprecated:
-			err = w.file(ctx, jobs, p, e.Hash, 0o444)
+			err = w.file(ctx, jobs, p, r, e.Hash, 0o444)
 		case filemode.Executable:
-			err = w.file(ctx, jobs, p, e.Hash, 0o555)
+			err = w.file(ctx, jobs, p, r, e.Hash, 0o555)
 		case filemode.Symlink:
 			err = w.symlink(ctx, jobs, p, e.Hash)
 		case filemode.Submodule:
@@ -168,6 +178,12 @@ func (w *treeWriter) count(size int64) error {
 	return nil
 }
 
+// uncount takes back a count of a file that is then counted again.
+func (w *treeWriter) uncount(size int64) {
+	w.files--
+	w.bytes -= size
+}
+
 // blob opens a blob after checking the caps.
 func (w *treeWriter) blob(hash plumbing.Hash) (io.ReadCloser, int64, error) {
 	obj, err := w.s.EncodedObject(plumbing.BlobObject, hash)
@@ -184,12 +200,27 @@ func (w *treeWriter) blob(hash plumbing.Hash) (io.ReadCloser, int64, error) {
 	return r, obj.Size(), nil
 }
 
-func (w *treeWriter) file(ctx context.Context, jobs chan<- writeJob, p string, hash plumbing.Hash, perm os.FileMode) error {
+// file writes the blob hash at p (rel in the checkout), or links it from the base when the
+// base holds that very blob there.
+func (w *treeWriter) file(ctx context.Context, jobs chan<- writeJob, p, rel string, hash plumbing.Hash, perm os.FileMode) error {
+	if e, ok := w.base.lookup(rel); ok && e.hash == hash && e.perm == perm {
+		if err := w.count(e.size); err != nil {
+			return err
+		}
+		if w.base.link(p, rel, e) {
+			w.list[rel] = e
+			w.linked++
+			return nil
+		}
+		w.uncount(e.size)
+	}
 	r, size, err := w.blob(hash)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = r.Close() }()
+	w.list[rel] = fileEntry{hash: hash, size: size, perm: perm}
+	w.written = append(w.written, p)
 	if size > smallBlob {
 		return writeFile(p, r, size, perm, w.buf)
 	}
