@@ -255,6 +255,10 @@ func (b *Bench) bigConvergeAfter(ctx context.Context, d *daemon, g *bigGroup, ns
 		if err != nil {
 			return err
 		}
+		requestsBefore, err := apiserverRequests(ctx, b.cs)
+		if err != nil {
+			return err
+		}
 		applied, healthy, err := b.measureChange(ctx, d, g, ns, fmt.Sprintf("rep%d-webhook", rep), true)
 		if err != nil {
 			return fmt.Errorf("change (webhook): %w", err)
@@ -263,9 +267,15 @@ func (b *Bench) bigConvergeAfter(ctx context.Context, d *daemon, g *bigGroup, ns
 		if err != nil {
 			return err
 		}
+		requestsAfter, err := apiserverRequests(ctx, b.cs)
+		if err != nil {
+			return err
+		}
 		g.s.hookApplied, g.s.hookHealthy = append(g.s.hookApplied, applied), append(g.s.hookHealthy, healthy)
-		b.logf("change rep %d/%d (webhook): push → applied %s, → healthy %s (%s)", rep+1, b.cfg.Reps,
-			applied.Round(time.Millisecond), healthy.Round(time.Millisecond), after.since(before))
+		// The requests include the benchmark's own (the commit's watches, the metrics reads)
+		// and the cluster's background.
+		b.logf("change rep %d/%d (webhook): push → applied %s, → healthy %s (%s; API server requests: %s)", rep+1, b.cfg.Reps,
+			applied.Round(time.Millisecond), healthy.Round(time.Millisecond), after.since(before), requestsAfter.minus(requestsBefore))
 
 		if err := b.setInterval(ctx, d, time.Duration(b.cfg.PollIntervalSeconds)*time.Second); err != nil {
 			return fmt.Errorf("change (poll): %w", err)
