@@ -40,8 +40,9 @@ type HealthChecker interface {
 		since time.Time, timeout time.Duration, onSlow func()) error
 }
 
-// slowWait is how long a health wait runs before the status says what it waits for: a
-// shorter one is over before anyone could read it, and saying so costs a write.
+// slowWait is how long a step (a poll the reconcile waits for, an apply, a health wait)
+// runs before the status says it is under way: a shorter one is over before anyone could
+// read it, and saying so costs a write.
 const slowWait = 2 * time.Second
 
 // commitTimer is a Fetcher that knows when a revision was committed, for the commit to

@@ -154,6 +154,10 @@ const (
 	rolledBack        // the revision failed and the last healthy one was applied again
 	superseded        // a newer revision cut the revision's health wait short
 	succeeded
+	// polling: the poll of the source this reconcile asked for has not finished yet, and
+	// started a moment ago. The status stays as it is (saying so would cost a write that
+	// is stale before anyone reads it); the poll's end wakes the SyncTarget.
+	polling
 )
 
 // attempt is a sync of a revision to its end: it becomes a history entry and metrics.
@@ -238,7 +242,7 @@ func effectsOf(st *convergev1.SyncTarget, o outcome, interval time.Duration) eff
 	fx := effects{requeue: ctrl.Result{RequeueAfter: interval}}
 	warn := func() { fx.eventType, fx.eventReason = corev1.EventTypeWarning, o.reason }
 	switch o.kind {
-	case progressing, waitingDependency, outsideWindow:
+	case progressing, waitingDependency, outsideWindow, polling:
 		fx.requeue = ctrl.Result{RequeueAfter: o.after}
 	case suspended:
 		fx.requeue = ctrl.Result{}

@@ -151,6 +151,8 @@ func TestSummarize(t *testing.T) {
 			ready: "False/OutsideSyncWindow", requeue: ctrl.Result{RequeueAfter: time.Second}},
 		{name: "fetching", o: outcome{kind: progressing, reason: convergev1.ProgressingReason, after: 250 * time.Millisecond},
 			ready: "Unknown/Progressing", reconciling: "True/Progressing", requeue: ctrl.Result{RequeueAfter: 250 * time.Millisecond}},
+		{name: "polling", o: outcome{kind: polling, reason: convergev1.ProgressingReason, after: 250 * time.Millisecond},
+			requeue: ctrl.Result{RequeueAfter: 250 * time.Millisecond}},
 		{name: "idle", o: outcome{kind: idle}, requeue: ctrl.Result{RequeueAfter: interval}},
 		{name: "drift restored", o: outcome{kind: idle, restored: 2}, event: "Normal/DriftCorrected",
 			requeue: ctrl.Result{RequeueAfter: interval}},

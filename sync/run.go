@@ -66,6 +66,50 @@ func (ru *run) progress(ctx context.Context, msg string) error {
 	return ru.patchStatus(ctx)
 }
 
+// progressIfSlow says msg in the status, as progress does, if the step under way lasts
+// longer than slowWait; the returned done ends the step. The write, if any, is made on a
+// copy of the SyncTarget from another goroutine, so the step may read ru.st meanwhile;
+// done waits for it and takes it in.
+func (ru *run) progressIfSlow(ctx context.Context, msg string) (done func() error) {
+	o := outcome{kind: progressing, reason: convergev1.ProgressingReason, message: msg, verified: ru.verified}
+	st, written := ru.st.DeepCopy(), *ru.written.DeepCopy()
+	timer := ru.r.Clock.NewTimer(slowWait)
+	stop, result := make(chan struct{}), make(chan error, 1)
+	wrote := false
+	go func() {
+		select {
+		case <-stop:
+			result <- nil
+			return
+		case <-timer.C():
+		}
+		setConditions(st, o)
+		base := st.DeepCopy()
+		base.Status = written
+		err := ru.r.Status().Patch(ctx, st, client.MergeFrom(base))
+		wrote = err == nil
+		if apierrors.IsNotFound(err) {
+			err = nil
+		}
+		result <- err
+	}()
+	return func() error {
+		timer.Stop()
+		close(stop)
+		err := <-result
+		if wrote {
+			ru.st.Status.Conditions = st.DeepCopy().Status.Conditions // as written, to the second
+			ru.written = *st.Status.DeepCopy()
+			ru.st.ResourceVersion = st.ResourceVersion
+			ru.state.lastWrite = st.ResourceVersion
+		}
+		if err != nil {
+			return fmt.Errorf("patching status: %w", err)
+		}
+		return nil
+	}
+}
+
 // announce emits the event of an outcome that is not the reconcile's last word (a failure
 // whose rollback follows), leaving status and history to the final outcome.
 func (ru *run) announce(o outcome) {
@@ -166,8 +210,11 @@ func (ru *run) resolve(ctx context.Context) (string, *outcome) {
 		var ready bool
 		revision, ready, err = fresh.ResolveFresh(ctx, ru.st, since)
 		if err == nil && !ready {
-			return "", &outcome{kind: progressing, reason: convergev1.ProgressingReason,
-				message: "fetching the source", after: 250 * time.Millisecond}
+			o := outcome{kind: progressing, reason: convergev1.ProgressingReason, message: "fetching the source", after: 250 * time.Millisecond}
+			if ru.r.Clock.Since(since) < slowWait {
+				o.kind = polling
+			}
+			return "", &o
 		}
 		ru.state.request = requestSeen{}
 		ru.state.pushHandled, ru.state.push = ru.state.push.value, requestSeen{}
