@@ -119,23 +119,17 @@ func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.Re
 		return d, fail(phaseApply, err)
 	}
 	t = ru.r.timed("ownership", t)
-	if err := ru.writePending(ctx, w.revision, previous, d.inventory); err != nil {
+	said, err := ru.writePending(ctx, w.revision, previous, d.inventory)
+	if err != nil {
 		return d, fail(phaseStatus, err)
 	}
 	since, timeout := ru.r.Clock.Now(), ru.st.GetTimeout()
 	applyCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := ru.applyObjects(applyCtx, c, d, live, timeout); err != nil {
-		d.inventory = changedInventory(d.applied)
-		return d, fail(phaseApply, err)
+	if f := ru.applyAndPrune(applyCtx, c, d, w.revision, live, previous, timeout, t, said); f != nil {
+		return d, f
 	}
-	t = ru.r.timed("apply", t)
-	if ru.st.Spec.Prune {
-		if f := ru.prune(applyCtx, c, d, previous); f != nil {
-			return d, f
-		}
-		t = ru.r.timed("prune", t)
-	}
+	t = ru.r.Clock.Now()
 	if f := ru.waitHealthy(ctx, d, w, since, timeout); f != nil {
 		return d, f
 	}
@@ -181,23 +175,64 @@ func (ru *run) render(ctx context.Context, revision string) ([]*unstructured.Uns
 // writePending records in the status, before anything is written to the cluster, every
 // object the revision may create next to what previous holds: a daemon that dies in the
 // middle of the apply leaves no object that no inventory lists, and the next revision
-// prunes what it no longer declares. The status also shows the attempt under way. Prune
-// keeps its owner-label and UID checks, so a longer inventory never widens what is pruned.
-func (ru *run) writePending(ctx context.Context, revision string, previous, rendered *convergev1.ResourceInventory) error {
+// prunes what it no longer declares. Prune keeps its owner-label and UID checks, so a
+// longer inventory never widens what is pruned. The same write says "applying <revision>"
+// (said). An inventory that lists them all already (a commit changing objects, adding
+// none) costs no write.
+func (ru *run) writePending(ctx context.Context, revision string, previous, rendered *convergev1.ResourceInventory) (said bool, err error) {
 	pending := apply.MergeInventory(previous, rendered.Entries)
-	if !equality.Semantic.DeepEqual(pending, ru.st.Status.Inventory) {
-		ru.st.Status.Inventory = pending
+	if equality.Semantic.DeepEqual(pending, ru.st.Status.Inventory) {
+		return false, nil
 	}
-	return ru.progress(ctx, "applying "+revision)
+	ru.st.Status.Inventory = pending
+	return true, ru.progress(ctx, "applying "+revision)
+}
+
+// applyAndPrune applies the revision's objects, then prunes what previous holds and the
+// revision no longer declares. Unless said already, the status says "applying <revision>"
+// when it lasts. The apply phase is timed from start.
+func (ru *run) applyAndPrune(ctx context.Context, c client.Client, d *deployment, revision string, live apply.Live,
+	previous *convergev1.ResourceInventory, timeout time.Duration, start time.Time, said bool) *failure {
+	incremental := ru.incremental()
+	prune, allowEmpty := ru.st.Spec.Prune, ru.st.Spec.AllowEmpty
+	done := func() error { return nil }
+	if !said {
+		done = ru.progressIfSlow(ctx, "applying "+revision)
+	}
+	f := func() *failure {
+		if err := ru.applyObjects(ctx, c, d, live, timeout, incremental); err != nil {
+			d.inventory = changedInventory(d.applied)
+			return fail(phaseApply, err)
+		}
+		t := ru.r.timed("apply", start)
+		if !prune {
+			return nil
+		}
+		defer ru.r.timed("prune", t)
+		return ru.prune(ctx, c, d, previous, allowEmpty)
+	}()
+	if err := done(); err != nil && f == nil {
+		f = fail(phaseStatus, err)
+	}
+	return f
 }
 
 // applyObjects applies the revision's objects; a new commit usually changes a few objects,
 // and when drift is watched only they are dry-run and written.
-func (ru *run) applyObjects(ctx context.Context, c client.Client, d *deployment, live apply.Live, timeout time.Duration) error {
+// incremental reports whether the apply may leave out the objects unchanged since the
+// revision last applied.
+func (ru *run) incremental() bool {
+	return incrementalAllowed(ru.state.rendered, ru.st.Generation, ru.r.Drift != nil, ru.r.Drift.Pending(ru.key), ru.fullApply,
+		ru.state.lastFull, ru.r.Clock.Now(), ru.r.FullSyncInterval)
+}
+
+// applyObjects applies the objects of d, or, incremental, those changed since the revision
+// last applied. It reads nothing of ru.st: the status may be written meanwhile.
+func (ru *run) applyObjects(ctx context.Context, c client.Client, d *deployment, live apply.Live, timeout time.Duration,
+	incremental bool) error {
 	toApply, unchanged := d.objects, []*unstructured.Unstructured(nil)
 	base := ru.state.rendered
-	if incrementalAllowed(base, ru.st.Generation, ru.r.Drift != nil, ru.r.Drift.Pending(ru.key), ru.fullApply,
-		ru.state.lastFull, ru.r.Clock.Now(), ru.r.FullSyncInterval) {
+	if incremental {
 		d.incremental = true
 		toApply = nil
 		for _, o := range d.objects {
@@ -220,9 +255,9 @@ func (ru *run) applyObjects(ctx context.Context, c client.Client, d *deployment,
 }
 
 // prune deletes what previous holds and the revision no longer declares.
-func (ru *run) prune(ctx context.Context, c client.Client, d *deployment, previous *convergev1.ResourceInventory) *failure {
+func (ru *run) prune(ctx context.Context, c client.Client, d *deployment, previous *convergev1.ResourceInventory, allowEmpty bool) *failure {
 	stale := apply.Stale(previous, d.inventory)
-	if err := apply.GuardEmpty(len(d.objects), stale, ru.st.Spec.AllowEmpty); err != nil {
+	if err := apply.GuardEmpty(len(d.objects), stale, allowEmpty); err != nil {
 		return &failure{reason: convergev1.PruneFailedReason, then: failRevision,
 			err: fmt.Errorf("revision %s: %w", d.revision, err)}
 	}

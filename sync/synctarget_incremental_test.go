@@ -62,3 +62,42 @@ func TestNewCommitAppliesOnlyWhatChanged(t *testing.T) {
 	})
 	g.Expect(requests.Load()-before).To(BeNumerically(">=", 200), "every object dry-run again")
 }
+
+// TestCommitStatusWrites: the status is written once for a commit that changes objects (the
+// outcome), and twice for one that adds an object (the inventory listing it before it is
+// created, then the outcome).
+func TestCommitStatusWrites(t *testing.T) {
+	f := newFixture(t)
+	rev1 := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "1")})
+	st := f.syncTarget("writes", func(st *convergev1.SyncTarget) {
+		st.Spec.Source.Interval = &metav1.Duration{Duration: time.Second}
+	})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(rev1), ready(st).Message)
+	})
+	statusWrites := func(sent []string) int {
+		n := 0
+		for _, r := range sent {
+			if strings.HasPrefix(r, "PATCH /apis/converge.dev/v1alpha1/namespaces/"+f.ns+"/synctargets/writes/status") {
+				n++
+			}
+		}
+		return n
+	}
+
+	stop := recorder.start()
+	rev2 := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "2")})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(rev2), ready(st).Message)
+	})
+	g := NewWithT(t)
+	g.Expect(statusWrites(stop())).To(Equal(1), "a commit changing an object")
+
+	stop = recorder.start()
+	rev3 := f.commit(map[string]string{"deploy/b.yaml": configMap("b", "1")})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(rev3), ready(st).Message)
+	})
+	g.Expect(statusWrites(stop())).To(Equal(2), "a commit adding an object")
+	g.Expect(getCM(g, f.app, "b").Data["value"]).To(Equal("1"))
+}
