@@ -101,7 +101,8 @@ func (ru *run) reconcile(ctx context.Context) outcome {
 
 // getSyncTarget reads a SyncTarget from the cache, or from the API server when the cache
 // has not caught up with our own last status write yet: acting on a stale status would
-// redo a sync that just finished. In steady state this costs no request.
+// redo a sync that just finished. In steady state this costs no request: a change made by
+// someone else after our write costs one read, which shows the cache caught up.
 func (r *Reconciler) getSyncTarget(ctx context.Context, key client.ObjectKey) (*convergev1.SyncTarget, error) {
 	st := &convergev1.SyncTarget{}
 	if err := r.Get(ctx, key, st); err != nil {
@@ -110,9 +111,14 @@ func (r *Reconciler) getSyncTarget(ctx context.Context, key client.ObjectKey) (*
 		}
 		return nil, err
 	}
-	if rv := r.states.get(key).lastWrite; rv != "" && rv != st.ResourceVersion && r.APIReader != nil {
+	state := r.states.get(key)
+	if rv := state.lastWrite; rv != "" && rv != st.ResourceVersion && r.APIReader != nil {
+		cached := st.ResourceVersion
 		if err := r.APIReader.Get(ctx, key, st); err != nil {
 			return nil, client.IgnoreNotFound(err)
+		}
+		if st.ResourceVersion == cached {
+			state.lastWrite = "" // the cache holds the latest, our write with it
 		}
 	}
 	return st, nil
