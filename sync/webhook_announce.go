@@ -31,7 +31,14 @@ type announcer struct {
 
 	mu      gosync.Mutex
 	targets map[client.ObjectKey]*announced
+	// patching bounds the announcements under way: they are sent beside the answer to the
+	// push, which waits for none of them (a repository many SyncTargets follow would
+	// otherwise hold the push for a round trip each, and its first poll for one).
+	patching chan struct{}
 }
+
+// maxAnnouncing is how many announcements are sent at once.
+const maxAnnouncing = 8
 
 // announced is when a SyncTarget's pushedAt was last patched, and whether a patch waits for
 // the end of the window.
@@ -44,10 +51,12 @@ func newAnnouncer(w client.Writer, clk clock.PassiveClock, every time.Duration, 
 	if every <= 0 {
 		every = DefaultAnnounceEvery
 	}
-	return &announcer{writer: w, clock: clk, every: every, log: log, targets: map[client.ObjectKey]*announced{}}
+	return &announcer{writer: w, clock: clk, every: every, log: log, targets: map[client.ObjectKey]*announced{},
+		patching: make(chan struct{}, maxAnnouncing)}
 }
 
-// announce patches pushedAt on the SyncTarget now, or once the window of its last patch ends.
+// announce patches pushedAt on the SyncTarget now, or once the window of its last patch ends;
+// it does not wait for the patch.
 func (a *announcer) announce(ctx context.Context, key client.ObjectKey) {
 	a.mu.Lock()
 	now := a.clock.Now()
@@ -57,7 +66,7 @@ func (a *announcer) announce(ctx context.Context, key client.ObjectKey) {
 	case !ok || now.Sub(t.at) >= a.every:
 		a.targets[key] = &announced{at: now}
 		a.mu.Unlock()
-		a.patch(ctx, key, now)
+		go a.patch(context.WithoutCancel(ctx), key, now)
 		return
 	case !t.pending:
 		t.pending = true
@@ -86,6 +95,8 @@ func (a *announcer) sweep(now time.Time) {
 
 // patch sets pushedAt to at: one merge patch of the annotation alone.
 func (a *announcer) patch(ctx context.Context, key client.ObjectKey, at time.Time) {
+	a.patching <- struct{}{}
+	defer func() { <-a.patching }()
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
 		convergev1.PushedAtAnnotation: at.UTC().Format(time.RFC3339Nano)}}})
 	if err != nil {

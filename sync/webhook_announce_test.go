@@ -166,3 +166,44 @@ func TestPushedAtDoesNotRetryARefusedRevision(t *testing.T) {
 		g.Expect(web.Spec.Template.Spec.NodeSelector).To(BeEmpty(), "the refused revision is not applied again")
 	}).WithTimeout(3 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 }
+
+// TestAnnouncingDoesNotHoldThePush: the receiver answers a push, and polls, without waiting
+// for the API server to take the announcement.
+func TestAnnouncingDoesNotHoldThePush(t *testing.T) {
+	requireCluster(t)
+	g := NewWithT(t)
+	f := newFixture(t)
+	rev := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "1")})
+	st := hookedTarget(t, f, rev)
+	release := make(chan struct{})
+	cfg := rest.CopyConfig(admin)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPatch {
+				select {
+				case <-release:
+				case <-req.Context().Done():
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	slow, err := client.New(cfg, client.Options{Scheme: k8s.Scheme(), Mapper: k8s.RESTMapper()})
+	g.Expect(err).NotTo(HaveOccurred())
+	w := &convergesync.Webhooks{Reader: hooks.Reader, Writer: slow, Fetcher: hooks.Fetcher}
+	h := sources.NewWebhookHandler(w, w, sources.WebhookOptions{})
+	body, sig := signedPush(f.url, 0, "s3cret")
+
+	next := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "2")})
+	answered := make(chan answer, 1)
+	go func() { answered <- call(h, body, sig) }()
+	g.Eventually(answered).WithTimeout(10*time.Second).Should(Receive(HaveField("Code", http.StatusAccepted)),
+		"answered while the announcement waits")
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(next), "this replica polled at once")
+	})
+	close(release)
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Annotations).To(HaveKey(convergev1.PushedAtAnnotation), "announced all the same")
+	})
+}
