@@ -31,7 +31,10 @@ type GitFetcher struct {
 
 	mu        gosync.Mutex
 	refreshed map[string]time.Time // SyncTarget → the request a poll was triggered for
-	verifier  *sources.Verifier    // made on first use, see Verify
+	// direct is the revision a SyncTarget resolved by asking the remote itself, before its
+	// poller's first poll: that poll finding the same revision is no news to wake it for.
+	direct   map[string]string
+	verifier *sources.Verifier // made on first use, see Verify
 }
 
 // Source builds the sources.Source of a SyncTarget, with its credentials.
@@ -67,7 +70,11 @@ func (f *GitFetcher) resolve(ctx context.Context, st *convergev1.SyncTarget, src
 		id := key.String()
 		err := f.Scheduler.Subscribe(sources.Subscription{
 			ID: id, Source: src, Interval: st.GetInterval(), Schedule: string(st.Spec.Source.Schedule),
-			Notify: func(sources.Event) { f.wake(key) },
+			Notify: func(ev sources.Event) {
+				if !f.known(id, ev) {
+					f.wake(key)
+				}
+			},
 		})
 		if err != nil {
 			return "", err
@@ -84,7 +91,25 @@ func (f *GitFetcher) resolve(ctx context.Context, st *convergev1.SyncTarget, src
 	if err != nil {
 		return "", err
 	}
+	if f.Scheduler != nil {
+		f.mu.Lock()
+		if f.direct == nil {
+			f.direct = map[string]string{}
+		}
+		f.direct[client.ObjectKeyFromObject(st).String()] = rev.String()
+		f.mu.Unlock()
+	}
 	return rev.String(), nil
+}
+
+// known reports whether ev, a poll's result for the SyncTarget id, tells it nothing new:
+// the first poll after it resolved the revision directly, finding that revision.
+func (f *GitFetcher) known(id string, ev sources.Event) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rev, ok := f.direct[id]
+	delete(f.direct, id)
+	return ok && ev.Err == nil && ev.Revision.String() == rev
 }
 
 // ResolveFresh resolves the SyncTarget's revision as its source stands after since (when
@@ -110,6 +135,7 @@ func (f *GitFetcher) ResolveFresh(ctx context.Context, st *convergev1.SyncTarget
 	if f.refreshed == nil {
 		f.refreshed = map[string]time.Time{}
 	}
+	delete(f.direct, id) // the reconcile waits for the poll's end to wake it
 	if t, ok := f.refreshed[id]; !ok || t.Before(since) {
 		f.refreshed[id] = since
 		if trigErr := f.Scheduler.Trigger(src.Key()); trigErr != nil {
@@ -138,6 +164,7 @@ func (f *GitFetcher) Forget(key client.ObjectKey) {
 	}
 	f.mu.Lock()
 	delete(f.refreshed, key.String())
+	delete(f.direct, key.String())
 	f.mu.Unlock()
 }
 
