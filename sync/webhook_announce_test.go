@@ -21,15 +21,15 @@ import (
 	convergesync "github.com/converge-gitops/converge/sync"
 )
 
-// patchCountingClient is a client of the test cluster that counts the PATCH requests it sends.
-func patchCountingClient(tb testing.TB) (client.Client, *atomic.Int64) {
+// patchingClient is a client of the test cluster that calls onPatch before each PATCH
+// request it sends.
+func patchingClient(tb testing.TB, onPatch func(*http.Request)) client.Client {
 	tb.Helper()
-	n := &atomic.Int64{}
 	cfg := rest.CopyConfig(admin)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			if req.Method == http.MethodPatch {
-				n.Add(1)
+				onPatch(req)
 			}
 			return rt.RoundTrip(req)
 		})
@@ -38,7 +38,13 @@ func patchCountingClient(tb testing.TB) (client.Client, *atomic.Int64) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return c, n
+	return c
+}
+
+// patchCountingClient is a client of the test cluster that counts the PATCH requests it sends.
+func patchCountingClient(tb testing.TB) (client.Client, *atomic.Int64) {
+	n := &atomic.Int64{}
+	return patchingClient(tb, func(*http.Request) { n.Add(1) }), n
 }
 
 // otherReplica is the webhook receiver of a replica that does not reconcile: its poller is
@@ -176,20 +182,12 @@ func TestAnnouncingDoesNotHoldThePush(t *testing.T) {
 	rev := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "1")})
 	st := hookedTarget(t, f, rev)
 	release := make(chan struct{})
-	cfg := rest.CopyConfig(admin)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodPatch {
-				select {
-				case <-release:
-				case <-req.Context().Done():
-				}
-			}
-			return rt.RoundTrip(req)
-		})
+	slow := patchingClient(t, func(req *http.Request) {
+		select {
+		case <-release:
+		case <-req.Context().Done():
+		}
 	})
-	slow, err := client.New(cfg, client.Options{Scheme: k8s.Scheme(), Mapper: k8s.RESTMapper()})
-	g.Expect(err).NotTo(HaveOccurred())
 	w := &convergesync.Webhooks{Reader: hooks.Reader, Writer: slow, Fetcher: hooks.Fetcher}
 	h := sources.NewWebhookHandler(w, w, sources.WebhookOptions{})
 	body, sig := signedPush(f.url, 0, "s3cret")
