@@ -31,14 +31,22 @@ type announcer struct {
 
 	mu      gosync.Mutex
 	targets map[client.ObjectKey]*announced
-	// patching bounds the announcements under way: they are sent beside the answer to the
-	// push, which waits for none of them (a repository many SyncTargets follow would
-	// otherwise hold the push for a round trip each, and its first poll for one).
-	patching chan struct{}
+	// queue holds the announcements to send, by at most maxAnnouncing workers: they are
+	// sent beside the answer to the push, which waits for none of them (a repository many
+	// SyncTargets follow would otherwise hold the push for a round trip each, and its first
+	// poll for one).
+	queue   []announcement
+	workers int
 }
 
 // maxAnnouncing is how many announcements are sent at once.
 const maxAnnouncing = 8
+
+// announcement is a patch of pushedAt to send.
+type announcement struct {
+	key client.ObjectKey
+	at  time.Time
+}
 
 // announced is when a SyncTarget's pushedAt was last patched, and whether a patch waits for
 // the end of the window.
@@ -51,8 +59,7 @@ func newAnnouncer(w client.Writer, clk clock.PassiveClock, every time.Duration, 
 	if every <= 0 {
 		every = DefaultAnnounceEvery
 	}
-	return &announcer{writer: w, clock: clk, every: every, log: log, targets: map[client.ObjectKey]*announced{},
-		patching: make(chan struct{}, maxAnnouncing)}
+	return &announcer{writer: w, clock: clk, every: every, log: log, targets: map[client.ObjectKey]*announced{}}
 }
 
 // announce patches pushedAt on the SyncTarget now, or once the window of its last patch ends;
@@ -65,8 +72,8 @@ func (a *announcer) announce(ctx context.Context, key client.ObjectKey) {
 	switch {
 	case !ok || now.Sub(t.at) >= a.every:
 		a.targets[key] = &announced{at: now}
+		a.enqueueLocked(key, now)
 		a.mu.Unlock()
-		go a.patch(context.WithoutCancel(ctx), key, now)
 		return
 	case !t.pending:
 		t.pending = true
@@ -93,10 +100,34 @@ func (a *announcer) sweep(now time.Time) {
 	}
 }
 
+// enqueueLocked queues an announcement, and starts a worker for it when fewer than
+// maxAnnouncing run.
+func (a *announcer) enqueueLocked(key client.ObjectKey, at time.Time) {
+	a.queue = append(a.queue, announcement{key: key, at: at})
+	if a.workers < maxAnnouncing {
+		a.workers++
+		go a.work()
+	}
+}
+
+// work sends queued announcements until none is left.
+func (a *announcer) work() {
+	for {
+		a.mu.Lock()
+		if len(a.queue) == 0 {
+			a.workers--
+			a.mu.Unlock()
+			return
+		}
+		next := a.queue[0]
+		a.queue = a.queue[1:]
+		a.mu.Unlock()
+		a.patch(context.Background(), next.key, next.at)
+	}
+}
+
 // patch sets pushedAt to at: one merge patch of the annotation alone.
 func (a *announcer) patch(ctx context.Context, key client.ObjectKey, at time.Time) {
-	a.patching <- struct{}{}
-	defer func() { <-a.patching }()
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
 		convergev1.PushedAtAnnotation: at.UTC().Format(time.RFC3339Nano)}}})
 	if err != nil {
