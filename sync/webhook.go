@@ -138,7 +138,7 @@ func (w *Webhooks) sourceKey(st *convergev1.SyncTarget) func(context.Context) (s
 	target := client.ObjectKeyFromObject(st)
 	return func(ctx context.Context) (sources.Key, error) {
 		if w.pushes != nil {
-			w.pushes.announce(ctx, target)
+			w.pushes.announce(target)
 		}
 		id := fmt.Sprintf("%s/%s/%s/%d", st.Namespace, st.Name, st.UID, st.Generation)
 		return w.keys.get(ctx, id, func(ctx context.Context) (sources.Key, error) {

@@ -64,7 +64,7 @@ func newAnnouncer(w client.Writer, clk clock.PassiveClock, every time.Duration, 
 
 // announce patches pushedAt on the SyncTarget now, or once the window of its last patch ends;
 // it does not wait for the patch.
-func (a *announcer) announce(ctx context.Context, key client.ObjectKey) {
+func (a *announcer) announce(key client.ObjectKey) {
 	a.mu.Lock()
 	now := a.clock.Now()
 	a.sweep(now)
@@ -88,7 +88,7 @@ func (a *announcer) trailing(key client.ObjectKey) {
 	now := a.clock.Now()
 	a.targets[key] = &announced{at: now}
 	a.mu.Unlock()
-	a.patch(context.Background(), key, now)
+	a.patch(key, now)
 }
 
 // sweep forgets the SyncTargets whose window ended with nothing pending.
@@ -122,18 +122,18 @@ func (a *announcer) work() {
 		next := a.queue[0]
 		a.queue = a.queue[1:]
 		a.mu.Unlock()
-		a.patch(context.Background(), next.key, next.at)
+		a.patch(next.key, next.at)
 	}
 }
 
 // patch sets pushedAt to at: one merge patch of the annotation alone.
-func (a *announcer) patch(ctx context.Context, key client.ObjectKey, at time.Time) {
+func (a *announcer) patch(key client.ObjectKey, at time.Time) {
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
 		convergev1.PushedAtAnnotation: at.UTC().Format(time.RFC3339Nano)}}})
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), webhookLoadTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), webhookLoadTimeout)
 	defer cancel()
 	st := &convergev1.SyncTarget{}
 	st.Namespace, st.Name = key.Namespace, key.Name

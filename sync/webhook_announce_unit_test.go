@@ -43,7 +43,7 @@ func TestAnnouncementsAreSentByFewWorkers(t *testing.T) {
 	a := newAnnouncer(w, clock.RealClock{}, time.Minute, logr.Discard())
 	const targets = 50
 	for i := range targets {
-		a.announce(t.Context(), client.ObjectKey{Namespace: "team", Name: fmt.Sprint("t", i)})
+		a.announce(client.ObjectKey{Namespace: "team", Name: fmt.Sprint("t", i)})
 	}
 	g.Eventually(w.inFlight.Load).Should(BeEquivalentTo(maxAnnouncing))
 	g.Consistently(w.inFlight.Load).WithTimeout(100 * time.Millisecond).Should(BeEquivalentTo(maxAnnouncing))
