@@ -254,7 +254,8 @@ func TestReconcileWithDaemon(t *testing.T) {
 	g.Expect(errors.As(err, &exitErr)).To(BeTrue(), "exits non-zero: %v\n%s", err, daemonLog())
 	g.Expect(exitErr.ExitCode()).To(Equal(1))
 	g.Expect(stderr.String()).To(MatchRegexp(`^converge: sync of default/web failed \(RolledBack\): revision main@sha1:%s failed: .*Deployment default/web.*; rolled back to main@sha1:%s \(.*\)\n$`, bad, good))
-	g.Expect(stdout.String()).To(ContainSubstring("applying main@sha1:" + bad[:7] + "\n"))
+	// The apply is over at once (no line for it); the health wait lasts, and is shown.
+	g.Expect(stdout.String()).To(ContainSubstring("waiting for 1 objects of main@sha1:" + bad[:7] + " to become ready\n"))
 	g.Expect(nodeSelector()).To(BeEmpty(), "the good revision is back")
 
 	out, errOut, code = cliRun(ctx, kubeconfig, "history", "web")
