@@ -119,8 +119,9 @@ const waitingForDaemon = "waiting for the daemon to take up the request"
 //   - before it takes up a request, it may report why it cannot: a fetch that fails or a
 //     dependency that is not ready (Reconciling=True with that reason), a closed sync
 //     window (Ready=False, OutsideSyncWindow), a bad spec (Stalled=True), a suspension;
-//   - it takes it up in one status write that sets status.lastHandledReconcileAt to the
-//     value and Reconciling=True ("applying <revision>");
+//   - it takes it up in the first status write that sets status.lastHandledReconcileAt to
+//     the value: with Reconciling=True ("applying <revision>", "waiting for N objects …")
+//     when the revision adds objects or a step lasts, else with the outcome itself;
 //   - at the outcome it removes Reconciling and sets Ready=True, or Ready=False with the
 //     reason (RolledBack, HealthCheckFailed, ApplyFailed, BuildFailed, …) and a history
 //     entry saying why; transient failures (FetchFailed, PruneFailed) keep Reconciling=True
