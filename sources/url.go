@@ -95,17 +95,32 @@ func RedactURL(raw string) string {
 	case err == nil && u.User == nil:
 		return raw
 	case err == nil:
+		ssh := false
 		switch strings.ToLower(u.Scheme) {
 		case "ssh", "git+ssh", "ssh+git":
-			u.User = url.User(u.User.Username())
+			u.User, ssh = url.User(u.User.Username()), true
 		default:
 			u.User = nil
 		}
-		return u.String()
+		out := u.String()
+		// A path starting with "//" under an empty host reads back as an authority: what it
+		// would show as credentials is not shown either.
+		if v, err := url.Parse(out); err != nil || (v.User != nil && !ssh) || (v.User != nil && hasPassword(v.User)) {
+			return redactedURL
+		}
+		return out
 	case scpPattern.MatchString(strings.TrimSpace(raw)):
 		return raw // user@host:path has no password
 	}
 	return userinfoPattern.ReplaceAllString(raw, "$1")
+}
+
+// redactedURL stands for a URL that cannot be shown without what could be credentials.
+const redactedURL = "[redacted URL]"
+
+func hasPassword(u *url.Userinfo) bool {
+	_, ok := u.Password()
+	return ok
 }
 
 // parseUserinfo returns the username and password a URL carries, to be redacted from messages.

@@ -84,6 +84,9 @@ func TestRedactURL(t *testing.T) {
 		// '@' in it included.
 		{"https://user:pass@word@host/%zz", "https://host/%zz"},
 		{"A://%@:@", "A://"},
+		// An empty host with a path starting with "//": the path would read back as userinfo.
+		{"//@//:@", redactedURL},
+		{"https://@//:secret@x", "https:////:secret@x"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			NewWithT(t).Expect(RedactURL(tc.in)).To(Equal(tc.want))
