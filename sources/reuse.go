@@ -128,40 +128,47 @@ func (b *base) link(p, rel string, e fileEntry) bool {
 }
 
 // baseFor picks the checkout a new one of the same repository shares files with: the one
-// handed out last, else any with a list of files. It is marked used, so that GC leaves it
-// alone while the new checkout links to it. Nil when there is none.
+// handed out last, else (a restarted daemon) any with a list of files. It is marked used,
+// so that GC leaves it alone while the new checkout links to it; a GC that takes it
+// meanwhile only makes the links fail, and the files are written. Nil when there is none.
 func (c *Cache) baseFor(repoDir, commit string) *base {
+	try := func(dir string) *base {
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			return nil
+		}
+		files, err := readFileList(dir + filesSuffix)
+		if err != nil {
+			return nil
+		}
+		c.mu.Lock()
+		c.used[dir] = c.opts.Clock.Now()
+		c.mu.Unlock()
+		return &base{dir: dir, files: files}
+	}
+	self := filepath.Join(repoDir, commit)
 	c.mu.Lock()
-	var dirs []string
 	var newest string
 	for dir, t := range c.used {
-		if filepath.Dir(dir) == repoDir && dir != filepath.Join(repoDir, commit) && (newest == "" || t.After(c.used[newest])) {
+		if filepath.Dir(dir) == repoDir && dir != self && (newest == "" || t.After(c.used[newest])) {
 			newest = dir
 		}
 	}
 	c.mu.Unlock()
 	if newest != "" {
-		dirs = append(dirs, newest)
+		if b := try(newest); b != nil {
+			return b
+		}
 	}
-	if entries, err := os.ReadDir(repoDir); err == nil {
-		for _, e := range entries {
-			if e.IsDir() && isHex(e.Name(), 40) && e.Name() != commit {
-				dirs = append(dirs, filepath.Join(repoDir, e.Name()))
+	entries, err := os.ReadDir(repoDir)
+	if err != nil {
+		return nil
+	}
+	for _, e := range entries {
+		if dir := filepath.Join(repoDir, e.Name()); e.IsDir() && isHex(e.Name(), 40) && dir != self && dir != newest {
+			if b := try(dir); b != nil {
+				return b
 			}
 		}
-	}
-	for _, dir := range dirs {
-		c.mu.Lock()
-		c.used[dir] = c.opts.Clock.Now()
-		c.mu.Unlock()
-		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-			continue
-		}
-		files, err := readFileList(dir + filesSuffix)
-		if err != nil {
-			continue
-		}
-		return &base{dir: dir, files: files}
 	}
 	return nil
 }

@@ -47,10 +47,8 @@ type treeWriter struct {
 	jobs     []chan writeJob
 	next     int // the writer the next directory goes to
 
-	base    *base    // an earlier checkout of the repository whose files may be linked; nil: none
-	list    fileList // the regular files written or linked, for the list beside the checkout
-	written []string // the files written (not linked), for the caller to make durable
-	linked  int
+	base *base    // an earlier checkout of the repository whose files may be linked; nil: none
+	list fileList // the regular files written or linked, for the list beside the checkout
 }
 
 type writeJob struct {
@@ -178,12 +176,6 @@ func (w *treeWriter) count(size int64) error {
 	return nil
 }
 
-// uncount takes back a count of a file that is then counted again.
-func (w *treeWriter) uncount(size int64) {
-	w.files--
-	w.bytes -= size
-}
-
 // blob opens a blob after checking the caps.
 func (w *treeWriter) blob(hash plumbing.Hash) (io.ReadCloser, int64, error) {
 	obj, err := w.s.EncodedObject(plumbing.BlobObject, hash)
@@ -203,16 +195,9 @@ func (w *treeWriter) blob(hash plumbing.Hash) (io.ReadCloser, int64, error) {
 // file writes the blob hash at p (rel in the checkout), or links it from the base when the
 // base holds that very blob there.
 func (w *treeWriter) file(ctx context.Context, jobs chan<- writeJob, p, rel string, hash plumbing.Hash, perm os.FileMode) error {
-	if e, ok := w.base.lookup(rel); ok && e.hash == hash && e.perm == perm {
-		if err := w.count(e.size); err != nil {
-			return err
-		}
-		if w.base.link(p, rel, e) {
-			w.list[rel] = e
-			w.linked++
-			return nil
-		}
-		w.uncount(e.size)
+	if e, ok := w.base.lookup(rel); ok && e.hash == hash && e.perm == perm && w.base.link(p, rel, e) {
+		w.list[rel] = e
+		return w.count(e.size)
 	}
 	r, size, err := w.blob(hash)
 	if err != nil {
@@ -220,7 +205,6 @@ func (w *treeWriter) file(ctx context.Context, jobs chan<- writeJob, p, rel stri
 	}
 	defer func() { _ = r.Close() }()
 	w.list[rel] = fileEntry{hash: hash, size: size, perm: perm}
-	w.written = append(w.written, p)
 	if size > smallBlob {
 		return writeFile(p, r, size, perm, w.buf)
 	}
