@@ -105,7 +105,7 @@ func RedactURL(raw string) string {
 		out := u.String()
 		// A path starting with "//" under an empty host reads back as an authority: what it
 		// would show as credentials is not shown either.
-		if v, err := url.Parse(out); err != nil || (v.User != nil && !ssh) || (v.User != nil && hasPassword(v.User)) {
+		if v, err := url.Parse(out); err != nil || (v.User != nil && (!ssh || hasPassword(v.User))) {
 			return redactedURL
 		}
 		return out
