@@ -126,7 +126,7 @@ func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.Re
 	since, timeout := ru.r.Clock.Now(), ru.st.GetTimeout()
 	applyCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if f := ru.applyAndPrune(applyCtx, c, d, w.revision, live, previous, timeout, t, said); f != nil {
+	if f := ru.applyAndPrune(applyCtx, c, d, live, previous, timeout, t, said); f != nil {
 		return d, f
 	}
 	t = ru.r.Clock.Now()
@@ -191,13 +191,13 @@ func (ru *run) writePending(ctx context.Context, revision string, previous, rend
 // applyAndPrune applies the revision's objects, then prunes what previous holds and the
 // revision no longer declares. Unless said already, the status says "applying <revision>"
 // when it lasts. The apply phase is timed from start.
-func (ru *run) applyAndPrune(ctx context.Context, c client.Client, d *deployment, revision string, live apply.Live,
+func (ru *run) applyAndPrune(ctx context.Context, c client.Client, d *deployment, live apply.Live,
 	previous *convergev1.ResourceInventory, timeout time.Duration, start time.Time, said bool) *failure {
 	incremental := ru.incremental()
 	prune, allowEmpty := ru.st.Spec.Prune, ru.st.Spec.AllowEmpty
 	done := func() error { return nil }
 	if !said {
-		done = ru.progressIfSlow(ctx, "applying "+revision)
+		done = ru.progressIfSlow(ctx, "applying "+d.revision)
 	}
 	f := func() *failure {
 		if err := ru.applyObjects(ctx, c, d, live, timeout, incremental); err != nil {
@@ -217,8 +217,6 @@ func (ru *run) applyAndPrune(ctx context.Context, c client.Client, d *deployment
 	return f
 }
 
-// applyObjects applies the revision's objects; a new commit usually changes a few objects,
-// and when drift is watched only they are dry-run and written.
 // incremental reports whether the apply may leave out the objects unchanged since the
 // revision last applied.
 func (ru *run) incremental() bool {
@@ -227,7 +225,9 @@ func (ru *run) incremental() bool {
 }
 
 // applyObjects applies the objects of d, or, incremental, those changed since the revision
-// last applied. It reads nothing of ru.st: the status may be written meanwhile.
+// last applied (a new commit usually changes a few objects, and when drift is watched only
+// they are dry-run and written). It reads nothing of ru.st: the status may be written
+// meanwhile.
 func (ru *run) applyObjects(ctx context.Context, c client.Client, d *deployment, live apply.Live, timeout time.Duration,
 	incremental bool) error {
 	toApply, unchanged := d.objects, []*unstructured.Unstructured(nil)

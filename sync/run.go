@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -98,7 +99,7 @@ func (ru *run) progressIfSlow(ctx context.Context, msg string) (done func() erro
 		close(stop)
 		err := <-result
 		if wrote {
-			ru.st.Status.Conditions = st.DeepCopy().Status.Conditions // as written, to the second
+			ru.st.Status.Conditions = slices.Clone(st.Status.Conditions) // as written, to the second
 			ru.written = *st.Status.DeepCopy()
 			ru.st.ResourceVersion = st.ResourceVersion
 			ru.state.lastWrite = st.ResourceVersion
