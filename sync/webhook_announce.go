@@ -87,8 +87,8 @@ func (a *announcer) trailing(key client.ObjectKey) {
 	a.mu.Lock()
 	now := a.clock.Now()
 	a.targets[key] = &announced{at: now}
+	a.enqueueLocked(key, now)
 	a.mu.Unlock()
-	a.patch(key, now)
 }
 
 // sweep forgets the SyncTargets whose window ended with nothing pending.
