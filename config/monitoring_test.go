@@ -16,7 +16,7 @@ import (
 	// registry, the one `converge serve` exports.
 	_ "github.com/converge-gitops/converge/notify"
 	_ "github.com/converge-gitops/converge/sources"
-	_ "github.com/converge-gitops/converge/sync"
+	_ "github.com/converge-gitops/converge/sync/reconciler"
 )
 
 // TestMonitoringNamesExportedMetrics: every PromQL expression of the Grafana dashboard and

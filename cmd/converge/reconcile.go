@@ -17,7 +17,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/actions"
-	convergesync "github.com/converge-gitops/converge/sync"
+	"github.com/converge-gitops/converge/sync/reconciler"
 )
 
 // waitOptions are --wait and --timeout of the verbs that ask the daemon for a sync.
@@ -275,7 +275,7 @@ func closedWindowError(st *convergev1.SyncTarget, now, deadline time.Time) error
 	if len(st.Spec.SyncWindows) == 0 {
 		return nil
 	}
-	allowed, next, err := convergesync.SyncAllowed(now, st.Spec.SyncWindows)
+	allowed, next, err := reconciler.SyncAllowed(now, st.Spec.SyncWindows)
 	if err != nil || allowed || !next.After(deadline) {
 		return nil
 	}

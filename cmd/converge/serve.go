@@ -25,8 +25,9 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/notify"
 	"github.com/converge-gitops/converge/sources"
-	convergesync "github.com/converge-gitops/converge/sync"
+	"github.com/converge-gitops/converge/sync/reconciler"
 	"github.com/converge-gitops/converge/sync/render"
+	"github.com/converge-gitops/converge/sync/webhook"
 )
 
 // managerOptions configure the controller manager: endpoints, leader election, sharding.
@@ -95,7 +96,7 @@ func (o *sourceOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.webhookRateLimit, "webhook-rate-limit", 10,
 		"webhook requests per second accepted from one client address (IPv6: one /64), above which it answers 429; 0 disables the limit")
 	fs.IntVar(&o.webhookRateBurst, "webhook-rate-burst", 50, "webhook requests one client address may send at once above --webhook-rate-limit")
-	fs.DurationVar(&o.webhookTokenTTL, "webhook-token-ttl", convergesync.DefaultWebhookTokenTTL,
+	fs.DurationVar(&o.webhookTokenTTL, "webhook-token-ttl", webhook.DefaultTokenTTL,
 		"how long a webhook token read from its Secret is used before it is read again: a rotated token is accepted within this time")
 }
 
@@ -206,7 +207,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 		return err
 	}
 
-	r, err := convergesync.NewReconciler(ctx, mgr, convergesync.ReconcilerOptions{
+	r, err := reconciler.NewReconciler(ctx, mgr, reconciler.ReconcilerOptions{
 		Cache: sources.CacheOptions{
 			Dir: o.source.cacheDir, MaxBytes: o.source.maxBytes, MaxFiles: o.source.maxFiles, FetchTimeout: o.source.fetchTimeout,
 		},
@@ -221,9 +222,9 @@ func (o *serveOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	syncOpts := convergesync.Options{Concurrency: o.manager.concurrency}
+	syncOpts := reconciler.Options{Concurrency: o.manager.concurrency}
 	if o.source.webhookAddr != "" {
-		hooks, err := convergesync.NewWebhooks(ctx, mgr, r, o.manager.watchLabelSelector != "")
+		hooks, err := webhook.New(ctx, mgr, r.Scheduler(), o.manager.watchLabelSelector != "")
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/target"
 )
 
 // Action is what an apply would do to one object.
@@ -219,15 +220,9 @@ func ownerNote(live *unstructured.Unstructured, owner types.NamespacedName) stri
 // prune lists the objects of the inventory that are no longer rendered and that the
 // daemon would delete: still there, owned by this SyncTarget, not opted out.
 func prune(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, opts Options) ([]Object, error) {
-	stale := apply.Stale(opts.Inventory, apply.NewInventory(objects))
-	if err := apply.GuardEmpty(len(objects), stale, opts.AllowEmpty); err != nil {
-		return nil, fmt.Errorf("the change %w", err)
-	}
-	applied := 0
-	if opts.Inventory != nil {
-		applied = len(opts.Inventory.Entries)
-	}
-	if err := apply.GuardDeletions(stale, applied, opts.MaxDeletions); err != nil {
+	rules := target.Prune{Enabled: true, AllowEmpty: opts.AllowEmpty, MaxDeletions: opts.MaxDeletions}
+	stale, err := rules.Stale(opts.Inventory, apply.NewInventory(objects), len(objects))
+	if err != nil {
 		return nil, fmt.Errorf("the change %w", err)
 	}
 	prunable, err := apply.Prunable(ctx, c, client.ObjectKey(opts.Owner), stale)

@@ -3,16 +3,15 @@ package diff
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
-	"github.com/converge-gitops/converge/sync/postbuild"
-	"github.com/converge-gitops/converge/sync/render"
+	"github.com/converge-gitops/converge/sync/target"
 )
 
-// RenderOptionsFor returns the RenderOptions of st's objects, rendered from root.
+// RenderOptionsFor returns the RenderOptions of st's objects, rendered from root, without
+// the keys and variables its spec names (see TargetRenderOptions).
 func RenderOptionsFor(st *convergev1.SyncTarget, root, path string) RenderOptions {
 	return RenderOptions{Root: root, Path: path, TargetNamespace: st.Spec.TargetNamespace,
 		OwnerName: st.Name, OwnerNamespace: st.Namespace}
@@ -23,28 +22,14 @@ func RenderOptionsFor(st *convergev1.SyncTarget, root, path string) RenderOption
 // the caller's own credentials, as the source's are — so that they render as the daemon
 // renders them.
 func TargetRenderOptions(ctx context.Context, c client.Reader, st *convergev1.SyncTarget, root, path string) (RenderOptions, error) {
-	ro := RenderOptionsFor(st, root, path)
-	var err error
-	if ro.Decryption, err = render.KeysFor(ctx, st, secretGetter(c)); err != nil {
-		return ro, err
-	}
-	vars, err := postbuild.Read(ctx, c, st)
+	in := target.For(st, c, nil)
+	vars, err := in.Variables(ctx, c)
 	if err != nil {
-		return ro, err
+		return RenderOptionsFor(st, root, path), err
 	}
-	ro.Substitute = vars.Substitution
-	return ro, nil
-}
-
-// secretGetter reads a Secret's data with c, for render.KeysFor.
-func secretGetter(c client.Reader) render.SecretGetter {
-	return func(ctx context.Context, namespace, name string) (map[string][]byte, error) {
-		secret := &corev1.Secret{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
-			return nil, err
-		}
-		return secret.Data, nil
-	}
+	ro, err := in.RenderOptions(ctx, root, vars.Substitution)
+	ro.Path = path
+	return ro, err
 }
 
 // Pending is what syncing st at revision would do to the cluster, as `converge diff

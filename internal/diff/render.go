@@ -11,57 +11,25 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"github.com/converge-gitops/converge/sync/render"
+	"github.com/converge-gitops/converge/sync/target"
 )
 
-// RenderOptions say what to render and for which SyncTarget, as the daemon would.
-type RenderOptions struct {
-	// Root is the directory reads are confined to: the checkout, or the local repository.
-	Root string
-	// Path is the directory or file to render, slash-separated, relative to Root.
-	Path string
-	// TargetNamespace becomes the namespace of every namespaced object when set.
-	TargetNamespace string
-	// OwnerName and OwnerNamespace name the SyncTarget whose owner labels the objects
-	// get; both empty, they get none.
-	OwnerName, OwnerNamespace string
-	// Decryption decrypts SOPS-encrypted files as the daemon does (render.KeysFor); nil,
-	// an encrypted file fails the render.
-	Decryption *render.Keys
-	// Substitute, when set, substitutes the SyncTarget's spec.postBuild variables (read
-	// with postbuild.Read) as the daemon does.
-	Substitute *render.Substitution
-}
+// RenderOptions say what to render and for which SyncTarget, as the daemon would: the
+// daemon's own render options (target.Inputs.RenderOptions builds a SyncTarget's).
+type RenderOptions = render.Options
 
-// Render renders opts with the daemon's renderer. mapper, when set, tells the scope of
-// custom kinds already installed in the cluster (as the daemon's RESTMapper does); nil,
-// kinds that are neither built in nor defined by a rendered CRD are taken as namespaced.
+// Render renders opts with the daemon's renderer. mapper, when set and opts say nothing
+// of the scope of kinds, tells the scope of custom kinds already installed in the cluster
+// (as the daemon's RESTMapper does); nil, kinds that are neither built in nor defined by a
+// rendered CRD are taken as namespaced.
 func Render(ctx context.Context, mapper meta.RESTMapper, opts RenderOptions) ([]*unstructured.Unstructured, error) {
-	ro := render.Options{
-		Root:            opts.Root,
-		Path:            opts.Path,
-		TargetNamespace: opts.TargetNamespace,
-		OwnerName:       opts.OwnerName,
-		OwnerNamespace:  opts.OwnerNamespace,
-		Decryption:      opts.Decryption,
-		Substitute:      opts.Substitute,
+	if opts.IsNamespaced == nil {
+		opts.IsNamespaced = target.IsNamespaced(mapper)
 	}
-	if mapper != nil {
-		ro.IsNamespaced = func(gvk schema.GroupVersionKind) (bool, error) {
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				if meta.IsNoMatchError(err) {
-					return true, nil
-				}
-				return false, err
-			}
-			return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
-		}
-	}
-	res, err := render.Render(ctx, ro)
+	res, err := render.Render(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

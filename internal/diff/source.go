@@ -9,12 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/target"
 )
 
 // Checkout is a SyncTarget's source fetched into a temporary directory.
@@ -49,20 +48,10 @@ func (c *Checkout) Close() error {
 // converge records it ("main@sha1:…"), a fully qualified ref ("refs/pull/7/head"), or a
 // branch or tag name (branch first).
 func Fetch(ctx context.Context, r client.Reader, st *convergev1.SyncTarget, revision string) (*Checkout, error) {
-	src := sources.Source{URL: st.Spec.Source.URL, Ref: sources.Ref(st.Spec.Source.Ref)}
-	if ref := st.Spec.Source.SecretRef; ref != nil {
-		secret := &corev1.Secret{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: ref.Name}, secret); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("the source credentials secret %s/%s does not exist", st.Namespace, ref.Name)
-			}
-			return nil, fmt.Errorf("reading the source credentials secret %s/%s: %w", st.Namespace, ref.Name, err)
-		}
-		auth, err := sources.AuthFromSecret(secret.Data, src.URL)
-		if err != nil {
-			return nil, fmt.Errorf("source credentials secret %s/%s: %w", st.Namespace, ref.Name, err)
-		}
-		src.Auth = auth
+	in := target.For(st, r, nil)
+	src, err := in.Source(ctx)
+	if err != nil {
+		return nil, err
 	}
 	rev, err := resolve(ctx, src, revision)
 	if err != nil {
@@ -78,7 +67,7 @@ func Fetch(ctx context.Context, r client.Reader, st *convergev1.SyncTarget, revi
 		_ = co.Close()
 		return nil, err
 	}
-	if err := verify(ctx, r, st, cache, src, rev); err != nil {
+	if err := verify(ctx, in, cache, src, rev); err != nil {
 		_ = co.Close()
 		return nil, err
 	}
@@ -89,27 +78,15 @@ func Fetch(ctx context.Context, r client.Reader, st *convergev1.SyncTarget, revi
 	return co, nil
 }
 
-// verify checks the signatures of rev as the daemon does when st has spec.source.verify, with
-// the keys of its Secret read by r, and fails with the daemon's message when they do not
-// verify.
-func verify(ctx context.Context, r client.Reader, st *convergev1.SyncTarget, cache *sources.Cache, src sources.Source, rev sources.Revision) error {
-	v := st.Spec.Source.Verify
-	if v == nil {
-		return nil
-	}
-	secret := &corev1.Secret{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: v.SecretRef.Name}, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("the trusted keys secret %s/%s does not exist", st.Namespace, v.SecretRef.Name)
-		}
-		return fmt.Errorf("reading the trusted keys secret %s/%s: %w", st.Namespace, v.SecretRef.Name, err)
-	}
-	keys, err := sources.TrustedKeysFromSecret(secret.Data)
-	if err != nil {
-		return fmt.Errorf("trusted keys secret %s/%s: %w", st.Namespace, v.SecretRef.Name, err)
+// verify checks the signatures of rev as the daemon does when the SyncTarget of in has
+// spec.source.verify, and fails with the daemon's message when they do not verify.
+func verify(ctx context.Context, in target.Inputs, cache *sources.Cache, src sources.Source, rev sources.Revision) error {
+	keys, err := in.TrustedKeys(ctx)
+	if err != nil || keys == nil {
+		return err
 	}
 	verifier := &sources.Verifier{Cache: cache}
-	if _, err := verifier.Verify(ctx, src, rev, sources.VerifyMode(st.VerifyMode()), keys); err != nil {
+	if _, err := verifier.Verify(ctx, src, rev, sources.VerifyMode(in.Target.VerifyMode()), keys); err != nil {
 		return fmt.Errorf("revision %s: %w", rev, err)
 	}
 	return nil

@@ -1,0 +1,359 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/ssa"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/target"
+)
+
+// deployment is one revision rendered, applied, pruned and checked.
+type deployment struct {
+	revision  string
+	objects   []*unstructured.Unstructured
+	inventory *convergev1.ResourceInventory
+	applied   apply.Result
+	pruned    apply.PruneResult
+	// incremental: only the objects that changed since the last sync were applied.
+	incremental bool
+}
+
+func (d *deployment) summary() string {
+	return summary(d.applied.Created, d.applied.Configured, len(d.pruned.Deleted), d.applied.Unchanged)
+}
+
+func (d *deployment) record(a *attempt) {
+	a.created, a.configured, a.deleted = d.applied.Created, d.applied.Configured, len(d.pruned.Deleted)
+}
+
+// attempt deploys revision; when it fails in a way a rollback can repair, the last
+// healthy revision is deployed again.
+func (ru *run) attempt(ctx context.Context, revision string) outcome {
+	st := ru.st
+	a := &attempt{started: ru.r.Clock.Now(), firstHealthy: st.Status.LastHealthyRevision != revision}
+	st.Status.LastAttemptedRevision = revision
+	d, f := ru.deploy(ctx, healthWait{revision: revision, healthy: st.Status.LastHealthyRevision}, st.Status.Inventory)
+	d.record(a)
+	if f == nil {
+		st.Status.LastAppliedRevision, st.Status.LastHealthyRevision = revision, revision
+		st.Status.Inventory = apply.MergeInventory(d.inventory, d.pruned.Failed)
+		ru.remember(revision, d.objects)
+		if !d.incremental {
+			ru.state.lastFull = ru.r.Clock.Now()
+		}
+		applied := "applied revision " + revision
+		if ru.cause != "" {
+			applied += " (" + ru.cause + ")"
+		}
+		return outcome{kind: succeeded, revision: revision, attempt: a, message: applied + ": " + d.summary()}
+	}
+	ru.state.rendered = nil
+	if st.Status.Inventory == nil { // tried: what it tracks is known, if nothing
+		st.Status.Inventory = &convergev1.ResourceInventory{}
+	}
+	prunePending := f.then == retry && f.reason == convergev1.PruneFailedReason
+	if d.applied.Created+d.applied.Configured > 0 || prunePending {
+		st.Status.LastAppliedRevision = revision
+	}
+	switch {
+	case errors.Is(f.err, errSuperseded):
+		return outcome{kind: superseded, reason: supersededReason, revision: revision, attempt: a,
+			message: fmt.Sprintf("revision %s %v", revision, f.err)}
+	case prunePending:
+		st.Status.Inventory = apply.MergeInventory(d.inventory, d.pruned.Failed)
+		return fromFailure(*f, revision, a, fmt.Sprintf("revision %s applied, but %v (retrying)", revision, f.err))
+	}
+	msg := fmt.Sprintf("revision %s failed: %v", revision, f.err)
+	if healthy, ok := rollbackTarget(st, revision, *f); ok {
+		// Say at once that the revision failed: the rollback may take a while.
+		ru.announce(fromFailure(*f, revision, a, msg+"; rolling back to "+healthy))
+		return ru.rollback(ctx, revision, healthy, *f, a, msg)
+	}
+	return fromFailure(*f, revision, a, msg)
+}
+
+// rollback deploys healthy again after failed failed with f.
+func (ru *run) rollback(ctx context.Context, failed, healthy string, f failure, a *attempt, failMsg string) outcome {
+	st := ru.st
+	rb, rbf := ru.deploy(ctx, healthWait{revision: healthy, healthy: healthy, failed: failed}, st.Status.Inventory)
+	if rbf != nil {
+		return fromFailure(f, failed, a, fmt.Sprintf("%s; rolling back to %s failed too: %v", failMsg, healthy, rbf.err))
+	}
+	st.Status.LastAppliedRevision = healthy
+	st.Status.Inventory = apply.MergeInventory(rb.inventory, rb.pruned.Failed)
+	ru.remember(healthy, rb.objects)
+	rb.record(a)
+	a.firstHealthy = false
+	return outcome{kind: rolledBack, reason: convergev1.RolledBackReason, revision: failed, attempt: a,
+		message: fmt.Sprintf("%s; rolled back to %s (%s)", failMsg, healthy, rb.summary())}
+}
+
+// deploy checks out, renders, applies, prunes against previous and health-checks one
+// revision. The deployment returned says what was done, also on failure.
+func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.ResourceInventory) (*deployment, *failure) {
+	d := &deployment{revision: w.revision, inventory: &convergev1.ResourceInventory{}}
+	objects, f := ru.render(ctx, w.revision)
+	if f != nil {
+		return d, f
+	}
+	d.objects = objects
+	d.inventory = apply.NewInventory(objects)
+	stale, f := ru.guardPrune(w, previous, d)
+	if f != nil {
+		return d, f
+	}
+	c, err := ru.r.clientFor(ru.st)
+	if err != nil {
+		return d, fail(phaseApply, err)
+	}
+	t := ru.r.Clock.Now()
+	live, err := apply.CheckOwnershipCached(ctx, c, ru.key, ru.r.ownerExists, ru.r.Drift.Managed(ctx), objects)
+	if err != nil {
+		return d, fail(phaseApply, err)
+	}
+	t = ru.r.timed("ownership", t)
+	said, err := ru.writePending(ctx, w.revision, previous, d.inventory)
+	if err != nil {
+		return d, fail(phaseStatus, err)
+	}
+	since, timeout := ru.r.Clock.Now(), ru.st.GetTimeout()
+	applyCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if f := ru.applyAndPrune(applyCtx, c, d, live, stale, timeout, t, said); f != nil {
+		return d, f
+	}
+	t = ru.r.Clock.Now()
+	if f := ru.waitHealthy(ctx, d, w, since, timeout); f != nil {
+		return d, f
+	}
+	ru.r.timed("health", t)
+	return d, nil
+}
+
+func fail(p phase, err error) *failure {
+	f := classify(p, err)
+	return &f
+}
+
+// guardPrune returns what a prune after the apply of d deletes of previous, and refuses,
+// before anything is applied, a revision that renders nothing and would prune everything
+// (unless spec.allowEmpty), or that would prune more than spec.maxDeletions allows — a
+// limit that does not hold back a rollback (it deletes what the failed revision added),
+// nor a reconcile a user asked for.
+func (ru *run) guardPrune(w healthWait, previous *convergev1.ResourceInventory, d *deployment) ([]convergev1.InventoryEntry, *failure) {
+	rules := target.For(ru.st, nil, nil).PruneRules()
+	if w.failed != "" || ru.req.isNew {
+		rules.MaxDeletions = nil
+	}
+	stale, err := rules.Stale(previous, d.inventory, len(d.objects))
+	switch {
+	case errors.Is(err, apply.ErrWouldPruneAll):
+		return nil, &failure{reason: convergev1.PruneFailedReason, then: failRevision,
+			err: fmt.Errorf("revision %s: %w", d.revision, err)}
+	case err != nil:
+		return nil, &failure{reason: convergev1.TooManyDeletionsReason, then: stall, err: err}
+	}
+	return stale, nil
+}
+
+// render checks revision out and renders it.
+func (ru *run) render(ctx context.Context, revision string) ([]*unstructured.Unstructured, *failure) {
+	t := ru.r.Clock.Now()
+	dir, err := ru.r.Fetcher.Checkout(ctx, ru.st, revision)
+	if err != nil {
+		return nil, fail(phaseCheckout, err)
+	}
+	t = ru.r.timed("checkout", t)
+	objects, err := ru.renderTree(ctx, dir)
+	if err != nil {
+		return nil, fail(phaseRender, err)
+	}
+	ru.r.timed("render", t)
+	return objects, nil
+}
+
+// writePending records in the status, before anything is written to the cluster, every
+// object the revision may create next to what previous holds: a daemon that dies in the
+// middle of the apply leaves no object that no inventory lists, and the next revision
+// prunes what it no longer declares. Prune keeps its owner-label and UID checks, so a
+// longer inventory never widens what is pruned. The same write says "applying <revision>"
+// (said). An inventory that lists them all already (a commit changing objects, adding
+// none) costs no write.
+func (ru *run) writePending(ctx context.Context, revision string, previous, rendered *convergev1.ResourceInventory) (said bool, err error) {
+	pending := apply.MergeInventory(previous, rendered.Entries)
+	if equality.Semantic.DeepEqual(pending, ru.st.Status.Inventory) {
+		return false, nil
+	}
+	ru.st.Status.Inventory = pending
+	return true, ru.progress(ctx, "applying "+revision)
+}
+
+// applyAndPrune applies the revision's objects, then prunes stale (see guardPrune). Unless
+// said already, the status says "applying <revision>"
+// when it lasts. The apply phase is timed from start.
+func (ru *run) applyAndPrune(ctx context.Context, c client.Client, d *deployment, live apply.Live,
+	stale []convergev1.InventoryEntry, timeout time.Duration, start time.Time, said bool) *failure {
+	incremental := ru.incremental()
+	done := func() error { return nil }
+	if !said {
+		done = ru.progressIfSlow(ctx, "applying "+d.revision)
+	}
+	f := func() *failure {
+		if err := ru.applyObjects(ctx, c, d, live, timeout, incremental); err != nil {
+			d.inventory = changedInventory(d.applied)
+			return fail(phaseApply, err)
+		}
+		t := ru.r.timed("apply", start)
+		if len(stale) == 0 {
+			return nil
+		}
+		defer ru.r.timed("prune", t)
+		return ru.prune(ctx, c, d, stale)
+	}()
+	if err := done(); err != nil && f == nil {
+		f = fail(phaseStatus, err)
+	}
+	return f
+}
+
+// incremental reports whether the apply may leave out the objects unchanged since the
+// revision last applied.
+func (ru *run) incremental() bool {
+	return incrementalAllowed(ru.state.rendered, ru.st.Generation, ru.r.Drift != nil, ru.r.Drift.Pending(ru.key), ru.fullApply,
+		ru.state.lastFull, ru.r.Clock.Now(), ru.r.FullSyncInterval)
+}
+
+// applyObjects applies the objects of d, or, incremental, those changed since the revision
+// last applied (a new commit usually changes a few objects, and when drift is watched only
+// they are dry-run and written). It reads nothing of ru.st: the status may be written
+// meanwhile.
+func (ru *run) applyObjects(ctx context.Context, c client.Client, d *deployment, live apply.Live, timeout time.Duration,
+	incremental bool) error {
+	toApply, unchanged := d.objects, []*unstructured.Unstructured(nil)
+	base := ru.state.rendered
+	if incremental {
+		d.incremental = true
+		toApply = nil
+		for _, o := range d.objects {
+			if base.unchanged(o) {
+				unchanged = append(unchanged, o)
+			} else {
+				toApply = append(toApply, o)
+			}
+		}
+	}
+	var err error
+	d.applied, err = ru.r.Applier.Apply(ctx, c, toApply, live, timeout)
+	if d.applied.ChangeSet != nil {
+		for _, o := range unchanged {
+			d.applied.ChangeSet.Add(apply.ChangeSetEntry(o, ssa.UnchangedAction))
+		}
+		d.applied.Unchanged += len(unchanged)
+	}
+	return err
+}
+
+// prune deletes stale: what the previous inventory holds and the revision no longer
+// declares.
+func (ru *run) prune(ctx context.Context, c client.Client, d *deployment, stale []convergev1.InventoryEntry) *failure {
+	var err error
+	d.pruned, err = apply.Prune(ctx, c, ru.key, stale)
+	if err != nil {
+		return fail(phasePrune, fmt.Errorf("%w: %w", errRetryPrune, err))
+	}
+	return nil
+}
+
+// waitHealthy waits, when the SyncTarget asks for it, until the revision's objects are
+// healthy, for what is left of the timeout. The source is looked at meanwhile: a revision
+// that replaces this one cuts the wait short (see cancelsWait).
+func (ru *run) waitHealthy(ctx context.Context, d *deployment, w healthWait, since time.Time, timeout time.Duration) *failure {
+	if !ru.st.WaitEnabled() || ru.r.Health == nil {
+		return nil
+	}
+	// A SyncTarget that manages itself (converge bootstrap) is not Ready while it waits:
+	// it would wait for itself until the timeout.
+	objects, observed := withoutSelf(ru.key, d.objects), withoutSelf(ru.key, d.applied.Observed)
+	waitCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go ru.watchForNewerRevision(waitCtx, ru.st.DeepCopy(), w, stop) // a copy: the status is written meanwhile
+	left := max(timeout-ru.r.Clock.Since(since), time.Second)
+	// Say what a long wait is about (`converge reconcile` shows it); a short one is over
+	// before the write would be read.
+	var statusErr error
+	onSlow := func() {
+		statusErr = ru.progress(ctx, fmt.Sprintf("waiting for %d objects of %s to become ready", len(objects), w.revision))
+	}
+	if err := ru.r.Health.Wait(waitCtx, ru.r.Client, ru.st, objects, observed, since, left, onSlow); err != nil {
+		if cause := context.Cause(waitCtx); errors.Is(cause, errSuperseded) {
+			return &failure{reason: supersededReason, then: failRevision, err: cause}
+		}
+		return fail(phaseHealth, err)
+	}
+	if statusErr != nil {
+		return fail(phaseStatus, statusErr)
+	}
+	return nil
+}
+
+// withoutSelf returns objects without the SyncTarget key itself.
+func withoutSelf(key client.ObjectKey, objects []*unstructured.Unstructured) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, 0, len(objects))
+	for _, o := range objects {
+		if o != nil && o.GroupVersionKind().GroupKind() == convergev1.GroupVersion.WithKind(convergev1.SyncTargetKind).GroupKind() &&
+			client.ObjectKeyFromObject(o) == key {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// watchForNewerRevision polls the source while a health wait runs and cancels the wait
+// when the source points at a revision that replaces the one waited for.
+func (ru *run) watchForNewerRevision(ctx context.Context, st *convergev1.SyncTarget, w healthWait, cancel context.CancelCauseFunc) {
+	every := waitPollInterval(st.GetInterval())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ru.r.Clock.After(every):
+		}
+		latest, err := ru.r.Fetcher.Resolve(ctx, st)
+		if err == nil && cancelsWait(w, latest) {
+			cancel(fmt.Errorf("%w by %s before it became healthy", errSuperseded, latest))
+			return
+		}
+	}
+}
+
+// timed records how long a phase of a deploy took since start, and returns now.
+func (r *Reconciler) timed(phase string, start time.Time) time.Time {
+	now := r.Clock.Now()
+	phaseDuration.WithLabelValues(phase).Observe(now.Sub(start).Seconds())
+	return now
+}
+
+// changedInventory lists what a failed apply created or changed before it stopped.
+func changedInventory(res apply.Result) *convergev1.ResourceInventory {
+	inv := &convergev1.ResourceInventory{}
+	if res.ChangeSet == nil {
+		return inv
+	}
+	for _, e := range res.ChangeSet.Entries {
+		if e.Action == ssa.CreatedAction || e.Action == ssa.ConfiguredAction {
+			inv.Entries = append(inv.Entries, convergev1.InventoryEntry{ID: e.ObjMetadata.String(), Version: e.GroupVersion})
+		}
+	}
+	apply.SortEntries(inv.Entries)
+	return inv
+}

@@ -1,0 +1,75 @@
+package reconciler
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/render"
+)
+
+// Fetcher gives the reconciler the commit a SyncTarget's source points at, and its tree.
+// GitFetcher is the daemon's; tests drive the reconciler with fakes.
+type Fetcher interface {
+	// Resolve returns the revision the source's ref points at now, as "<ref>@sha1:<hex>".
+	Resolve(ctx context.Context, st *convergev1.SyncTarget) (string, error)
+	// ResolveFresh returns the revision of the source as it stands after since, for
+	// reconciles a user (or a push) asked for at since: ready is false while the poll
+	// triggered for it is under way.
+	ResolveFresh(ctx context.Context, st *convergev1.SyncTarget, since time.Time) (revision string, ready bool, err error)
+	// Checkout returns a read-only directory holding the tree of revision.
+	Checkout(ctx context.Context, st *convergev1.SyncTarget, revision string) (string, error)
+	// Verify checks the signatures of revision against the keys of spec.source.verify.
+	Verify(ctx context.Context, st *convergev1.SyncTarget, revision string) (sources.Verification, error)
+	// CommitTime tells when revision was committed, when known, for the commit to healthy
+	// latency.
+	CommitTime(st *convergev1.SyncTarget, revision string) (time.Time, bool)
+	// Forget drops what the fetcher keeps of a SyncTarget that is gone.
+	Forget(key client.ObjectKey)
+	// Wakeups receives the SyncTargets whose source has news (a new revision, a new error);
+	// nil when the fetcher wakes none.
+	Wakeups() <-chan event.GenericEvent
+}
+
+// Renderer turns a checked-out tree into the objects a SyncTarget applies, owner labels
+// and target namespace set, and the spec.postBuild variables sub substituted (none when
+// nil). A rendering error is the commit's fault (BuildFailed).
+type Renderer interface {
+	Render(ctx context.Context, st *convergev1.SyncTarget, root string, sub *render.Substitution) ([]*unstructured.Unstructured, error)
+}
+
+// HealthChecker waits until the objects are healthy, or says which are not. A failure
+// reported before since (when the apply began) is taken as not judged yet. observed are
+// objects as the apply's answers showed them, after since: those ready then need no watch.
+// onSlow, when not nil, is called once from the caller's goroutine when the wait lasts
+// longer than slowWait.
+type HealthChecker interface {
+	Wait(ctx context.Context, c client.Client, st *convergev1.SyncTarget, objects, observed []*unstructured.Unstructured,
+		since time.Time, timeout time.Duration, onSlow func()) error
+}
+
+// Applier applies a revision's objects through c, the client the SyncTarget acts with;
+// live is what the caller read of them already (see apply.CheckOwnership). apply.Applier
+// is the daemon's.
+type Applier interface {
+	Apply(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, live apply.Live,
+		timeout time.Duration) (apply.Result, error)
+}
+
+// Clients gives the client a SyncTarget's applies, prunes and reads of its variables go
+// through: ImpersonatingClients is the daemon's.
+type Clients interface {
+	For(st *convergev1.SyncTarget) (client.Client, error)
+}
+
+// slowWait is how long a step (a poll the reconcile waits for, an apply, a health wait)
+// runs before the status says it is under way: a shorter one is over before anyone could
+// read it, and saying so costs a write.
+const slowWait = 2 * time.Second

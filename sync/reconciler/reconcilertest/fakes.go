@@ -1,0 +1,202 @@
+// Package reconcilertest has fakes of the reconciler's dependencies — source, renderer,
+// health and applier — so that the reconcile flow can be driven in plain unit tests, with a
+// fake clock and a fake client, and envtest is kept for what needs a real API server.
+package reconcilertest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/render"
+)
+
+// checkoutPrefix starts the directory a Fetcher checks a revision out to: the Renderer
+// reads the revision back from it.
+const checkoutPrefix = "checkout:"
+
+// Fetcher is a source whose ref points at one revision, which a test moves with Push.
+// Revisions check out to a directory name the Renderer knows (or to Dir when set).
+type Fetcher struct {
+	// Dir, when set, is the checkout of every revision (a real tree for a real renderer).
+	Dir string
+
+	mu         sync.Mutex
+	revision   string
+	err        error
+	unverified map[string]error
+	forgotten  []client.ObjectKey
+	resolves   int
+}
+
+// NewFetcher returns a Fetcher whose source points at revision.
+func NewFetcher(revision string) *Fetcher {
+	return &Fetcher{revision: revision, unverified: map[string]error{}}
+}
+
+// Push points the source at revision.
+func (f *Fetcher) Push(revision string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.revision, f.err = revision, nil
+}
+
+// Fail makes the source fail to resolve with err until the next Push.
+func (f *Fetcher) Fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+// Unverified makes the signatures of revision fail to verify with err.
+func (f *Fetcher) Unverified(revision string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unverified[revision] = err
+}
+
+// Resolves counts the calls of Resolve and ResolveFresh.
+func (f *Fetcher) Resolves() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.resolves
+}
+
+// Forgotten lists the SyncTargets Forget was called for.
+func (f *Fetcher) Forgotten() []client.ObjectKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]client.ObjectKey(nil), f.forgotten...)
+}
+
+// Resolve returns the revision the source points at.
+func (f *Fetcher) Resolve(context.Context, *convergev1.SyncTarget) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resolves++
+	return f.revision, f.err
+}
+
+// ResolveFresh is Resolve: the fake source is always fresh.
+func (f *Fetcher) ResolveFresh(ctx context.Context, st *convergev1.SyncTarget, _ time.Time) (string, bool, error) {
+	rev, err := f.Resolve(ctx, st)
+	return rev, true, err
+}
+
+// Checkout returns Dir, or a name that the Renderer reads revision from.
+func (f *Fetcher) Checkout(_ context.Context, _ *convergev1.SyncTarget, revision string) (string, error) {
+	if f.Dir != "" {
+		return f.Dir, nil
+	}
+	return checkoutPrefix + revision, nil
+}
+
+// Verify fails for the revisions given to Unverified.
+func (f *Fetcher) Verify(_ context.Context, _ *convergev1.SyncTarget, revision string) (sources.Verification, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return sources.Verification{}, f.unverified[revision]
+}
+
+// CommitTime knows no commit times.
+func (f *Fetcher) CommitTime(*convergev1.SyncTarget, string) (time.Time, bool) { return time.Time{}, false }
+
+// Forget records key.
+func (f *Fetcher) Forget(key client.ObjectKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forgotten = append(f.forgotten, key)
+}
+
+// Wakeups is nil: the fake source wakes nobody.
+func (f *Fetcher) Wakeups() <-chan event.GenericEvent { return nil }
+
+// Renderer renders the objects a test gave each revision, with the owner labels and
+// target namespace the daemon's renderer would set.
+type Renderer struct {
+	mu      sync.Mutex
+	objects map[string][]*unstructured.Unstructured
+	errs    map[string]error
+	renders int
+}
+
+// NewRenderer returns a Renderer that knows no revision yet.
+func NewRenderer() *Renderer {
+	return &Renderer{objects: map[string][]*unstructured.Unstructured{}, errs: map[string]error{}}
+}
+
+// Set makes revision render objects.
+func (r *Renderer) Set(revision string, objects ...*unstructured.Unstructured) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.objects[revision] = objects
+}
+
+// Break makes revision fail to render with err.
+func (r *Renderer) Break(revision string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs[revision] = err
+}
+
+// Renders counts the calls of Render.
+func (r *Renderer) Renders() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.renders
+}
+
+// Render returns copies of the objects of the revision checked out at root.
+func (r *Renderer) Render(_ context.Context, st *convergev1.SyncTarget, root string, _ *render.Substitution) ([]*unstructured.Unstructured, error) {
+	revision, ok := strings.CutPrefix(root, checkoutPrefix)
+	if !ok {
+		return nil, fmt.Errorf("%s is no checkout of the fake fetcher", root)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.renders++
+	if err := r.errs[revision]; err != nil {
+		return nil, err
+	}
+	objects, ok := r.objects[revision]
+	if !ok {
+		return nil, fmt.Errorf("revision %s renders nothing the test knows", revision)
+	}
+	out := make([]*unstructured.Unstructured, len(objects))
+	for i, o := range objects {
+		c := o.DeepCopy()
+		if ns := st.Spec.TargetNamespace; ns != "" && c.GetNamespace() == "" {
+			c.SetNamespace(ns)
+		}
+		labels := c.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[convergev1.NameLabel], labels[convergev1.NamespaceLabel] = st.Name, st.Namespace
+		c.SetLabels(labels)
+		out[i] = c
+	}
+	return out, nil
+}
+
+// Object returns an object of kind (v1 ConfigMap when empty) named name in namespace,
+// with data, for a Renderer.
+func Object(kind, namespace, name string, data map[string]any) *unstructured.Unstructured {
+	if kind == "" {
+		kind = "ConfigMap"
+	}
+	o := &unstructured.Unstructured{Object: map[string]any{"data": data}}
+	o.SetAPIVersion("v1")
+	o.SetKind(kind)
+	o.SetNamespace(namespace)
+	o.SetName(name)
+	return o
+}

@@ -1,0 +1,379 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/postbuild"
+)
+
+// run is one reconcile of one SyncTarget: the object, its remembered state, the status as
+// last written, and what this reconcile decided on the way. Its methods are the steps.
+type run struct {
+	r     *Reconciler
+	st    *convergev1.SyncTarget
+	key   client.ObjectKey
+	state *targetState
+	// written is the status as last written, so that a write sends only what changed.
+	written convergev1.SyncTargetStatus
+	req     request
+	// fullApply asks for every object to be applied, not only those that changed.
+	fullApply bool
+	// verified is what the revision's verification found, for the SourceVerified condition.
+	verified *verification
+	// vars are the spec.postBuild variables read for this reconcile; cause says why an
+	// unchanged revision is deployed again ("variables changed").
+	vars  postbuild.Variables
+	cause string
+}
+
+func (r *Reconciler) newRun(st *convergev1.SyncTarget) *run {
+	key := client.ObjectKeyFromObject(st)
+	return &run{r: r, st: st, key: key, state: r.states.get(key), written: *st.Status.DeepCopy(), req: requestOf(st)}
+}
+
+// patchStatus writes what changed in the status since the last write of this reconcile,
+// and nothing when nothing did: an idle reconcile sends no request.
+func (ru *run) patchStatus(ctx context.Context) error {
+	if equality.Semantic.DeepEqual(ru.written, ru.st.Status) {
+		return nil
+	}
+	base := ru.st.DeepCopy()
+	base.Status = ru.written
+	if err := ru.r.Status().Patch(ctx, ru.st, client.MergeFrom(base)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patching status: %w", err)
+	}
+	ru.written = *ru.st.Status.DeepCopy()
+	ru.state.lastWrite = ru.st.ResourceVersion
+	return nil
+}
+
+// progress shows a step under way in the status at once (a health wait may take minutes).
+func (ru *run) progress(ctx context.Context, msg string) error {
+	setConditions(ru.st, outcome{kind: progressing, reason: convergev1.ProgressingReason, message: msg, verified: ru.verified})
+	return ru.patchStatus(ctx)
+}
+
+// progressIfSlow says msg in the status, as progress does, if the step under way lasts
+// longer than slowWait; the returned done ends the step. The write, if any, is made on a
+// copy of the SyncTarget from another goroutine, so the step may read ru.st meanwhile;
+// done waits for it and takes it in.
+func (ru *run) progressIfSlow(ctx context.Context, msg string) (done func() error) {
+	o := outcome{kind: progressing, reason: convergev1.ProgressingReason, message: msg, verified: ru.verified}
+	st, written := ru.st.DeepCopy(), *ru.written.DeepCopy()
+	timer := ru.r.Clock.NewTimer(slowWait)
+	stop, result := make(chan struct{}), make(chan error, 1)
+	wrote := false
+	go func() {
+		select {
+		case <-stop:
+			result <- nil
+			return
+		case <-timer.C():
+		}
+		setConditions(st, o)
+		base := st.DeepCopy()
+		base.Status = written
+		err := ru.r.Status().Patch(ctx, st, client.MergeFrom(base))
+		wrote = err == nil
+		if apierrors.IsNotFound(err) {
+			err = nil
+		}
+		result <- err
+	}()
+	return func() error {
+		timer.Stop()
+		close(stop)
+		err := <-result
+		if wrote {
+			ru.st.Status.Conditions = slices.Clone(st.Status.Conditions) // as written, to the second
+			ru.written = *st.Status.DeepCopy()
+			ru.st.ResourceVersion = st.ResourceVersion
+			ru.state.lastWrite = st.ResourceVersion
+		}
+		if err != nil {
+			return fmt.Errorf("patching status: %w", err)
+		}
+		return nil
+	}
+}
+
+// announce emits the event of an outcome that is not the reconcile's last word (a failure
+// whose rollback follows), leaving status and history to the final outcome.
+func (ru *run) announce(o outcome) {
+	fx := effectsOf(ru.st, o, 0)
+	ru.r.event(ru.st, fx.eventType, fx.eventReason, o.revision, o.message)
+}
+
+// finish turns the outcome into status, history, event and metrics.
+func (ru *run) finish(o outcome) (ctrl.Result, error) {
+	now := ru.r.Clock.Now()
+	if o.verified == nil {
+		o.verified = ru.verified
+	}
+	fx := summarize(ru.st, o, now, ru.r.interval(ru.st))
+	msg := o.message
+	if o.kind == idle && o.restored > 0 {
+		msg = fmt.Sprintf("restored %d objects changed or deleted outside Git", o.restored)
+		objectsTotal.WithLabelValues("restored").Add(float64(o.restored))
+	}
+	ru.r.event(ru.st, fx.eventType, fx.eventReason, o.revision, msg)
+	if fx.result != "" {
+		ru.observe(o, fx.result, now)
+	}
+	return fx.requeue, fx.err
+}
+
+// observe records the metrics of an attempt that ended. The latencies to healthy are
+// observed once per revision: a periodic full sync of it again is no new deploy.
+func (ru *run) observe(o outcome, result convergev1.SyncResult, now time.Time) {
+	a := o.attempt
+	syncTotal.WithLabelValues(string(result)).Inc()
+	syncDuration.WithLabelValues(string(result)).Observe(now.Sub(a.started).Seconds())
+	objectsTotal.WithLabelValues("created").Add(float64(a.created))
+	objectsTotal.WithLabelValues("configured").Add(float64(a.configured))
+	objectsTotal.WithLabelValues("pruned").Add(float64(a.deleted))
+	if result != convergev1.SyncSucceeded || !a.firstHealthy {
+		return
+	}
+	if f := ru.state.fetched; f.revision == o.revision && !f.at.IsZero() {
+		seenToHealthy.Observe(now.Sub(f.at).Seconds())
+	}
+	if t, ok := ru.r.Fetcher.CommitTime(ru.st, o.revision); ok {
+		commitToHealthy.Observe(max(now.Sub(t), 0).Seconds())
+	}
+}
+
+// sync fetches the source and decides: refused (hold the healthy revision), steady (heal
+// drift), or a new attempt.
+func (ru *run) sync(ctx context.Context) outcome {
+	revision, o := ru.resolve(ctx)
+	if o != nil {
+		return *o
+	}
+	st, now := ru.st, ru.r.Clock.Now()
+	st.Status.LastFetchedRevision = revision
+	if ru.state.fetched.revision != revision {
+		ru.state.fetched = revisionSeen{revision: revision, at: now}
+	}
+	st.Status.LastHandledReconcileAt = ru.req.value
+	if o := ru.readVariables(ctx); o != nil {
+		return *o
+	}
+	full := fullSyncDue(now, ru.state.lastFull, st, ru.r.FullSyncInterval)
+	changed, unknown := variablesState(ru.state.variables, ru.vars.Digest)
+	isRefused, isSteady := refused(st, revision, ru.req), steady(st, revision, ru.req, full)
+	retryRefused := changed || (unknown && failedOnVariables(st))
+	switch {
+	case isRefused && !retryRefused:
+		ru.state.variables = ru.vars.Digest // the baseline, after a restart
+		return ru.hold(ctx, full)
+	case isSteady && !changed && !unknown:
+		return ru.heal(ctx, revision)
+	case isRefused || isSteady: // only the variables make it deploy again
+		ru.cause = variablesCause(changed, unknown)
+	}
+	ru.fullApply = ru.req.isNew || full
+	ru.state.variables = ru.vars.Digest
+	if o, ok := ru.verify(ctx, revision); !ok {
+		return o
+	}
+	return ru.attempt(ctx, revision)
+}
+
+// resolve asks the source which revision it points at. A reconcile a user asked for, or a
+// push a webhook announced, deploys what the source holds now, not what it held at the last
+// poll.
+func (ru *run) resolve(ctx context.Context) (string, *outcome) {
+	var revision string
+	var err error
+	if since, wanted := ru.freshSince(); wanted {
+		var ready bool
+		revision, ready, err = ru.r.Fetcher.ResolveFresh(ctx, ru.st, since)
+		if err == nil && !ready {
+			o := outcome{kind: progressing, reason: convergev1.ProgressingReason, message: "fetching the source", after: 250 * time.Millisecond}
+			if ru.r.Clock.Since(since) < slowWait {
+				o.kind = polling
+			}
+			return "", &o
+		}
+		ru.state.request = requestSeen{}
+		ru.state.pushHandled, ru.state.push = ru.state.push.value, requestSeen{}
+	} else {
+		revision, err = ru.r.Fetcher.Resolve(ctx, ru.st)
+	}
+	if err != nil {
+		// The poller backs off and wakes the SyncTarget when the source answers again;
+		// retrying here would only repeat its last error. The cluster is not touched.
+		o := fromFailure(classify(phaseResolve, err), "", nil, err.Error())
+		o.after = ru.r.interval(ru.st)
+		return "", &o
+	}
+	return revision, nil
+}
+
+// freshSince says whether the source must be polled now, and the time the poll must have
+// started after: when a new reconcile request was first seen, and when an announced push
+// was accepted (pushPoll). An announced push asks for nothing else.
+func (ru *run) freshSince() (time.Time, bool) {
+	now := ru.r.Clock.Now()
+	var since time.Time
+	if ru.req.isNew {
+		if ru.state.request.value != ru.req.value {
+			ru.state.request = requestSeen{value: ru.req.value, at: now}
+		}
+		since = ru.state.request.at
+	}
+	pushed := ru.st.Annotations[convergev1.PushedAtAnnotation]
+	if ru.state.push.value != pushed {
+		ru.state.push = requestSeen{value: pushed, at: now}
+	}
+	if at, ok := pushPoll(pushed, ru.state.pushHandled, ru.state.push.at); ok && at.After(since) {
+		since = at
+	}
+	return since, !since.IsZero()
+}
+
+// heal restores the objects the drift watcher saw changed or deleted by someone else;
+// with no drift it costs no request at all.
+func (ru *run) heal(ctx context.Context, revision string) outcome {
+	if ru.r.Drift == nil {
+		return outcome{kind: idle}
+	}
+	drifted := ru.r.Drift.Take(ru.key)
+	set := ru.state.rendered
+	if set == nil {
+		// After a restart: watch what the inventory lists; a drift seen from now on
+		// brings a full apply, as nothing rendered is kept in memory yet.
+		if o, failed := ru.watchInventory(); failed {
+			return o
+		}
+		if len(drifted) == 0 {
+			return outcome{kind: idle}
+		}
+		ru.fullApply = true
+		return ru.attempt(ctx, revision)
+	}
+	if set.revision != revision || set.generation != ru.st.Generation {
+		return ru.attempt(ctx, revision)
+	}
+	if len(drifted) == 0 {
+		return outcome{kind: idle}
+	}
+	return ru.restore(ctx, set, drifted)
+}
+
+// hold keeps the healthy revision in place while the source points at a refused one:
+// drift is restored and the periodic full sync runs as in steady state, from the held
+// revision's objects, without a new attempt or history entry.
+func (ru *run) hold(ctx context.Context, full bool) outcome {
+	held, ok := heldRevision(ru.st)
+	if !ok || (ru.r.Drift == nil && !full) {
+		return outcome{kind: idle}
+	}
+	var drifted map[string]bool
+	if ru.r.Drift != nil {
+		drifted = ru.r.Drift.Take(ru.key)
+	}
+	if !full && len(drifted) == 0 {
+		if ru.state.rendered == nil { // after a restart: watch what the inventory lists
+			if o, failed := ru.watchInventory(); failed {
+				return o
+			}
+		}
+		return outcome{kind: idle}
+	}
+	set := ru.state.rendered
+	if set == nil || set.revision != held || set.generation != ru.st.Generation {
+		// Not in memory (a restart, or no drift watch): render the held revision again.
+		objects, f := ru.render(ctx, held)
+		if f != nil {
+			return outcome{kind: idle, reason: f.reason, message: "restoring " + held + ": " + f.err.Error(), err: f.err}
+		}
+		ru.remember(held, objects)
+		if set = ru.state.rendered; set == nil {
+			set = newRenderedSet(held, ru.st.Generation, objects)
+		}
+		full = true
+	}
+	if full {
+		return ru.restore(ctx, set, nil)
+	}
+	return ru.restore(ctx, set, drifted)
+}
+
+// restore applies again the objects of set with the given IDs (all of them, a full sync,
+// when ids is nil), without pruning or waiting: what Git declares is put back.
+func (ru *run) restore(ctx context.Context, set *renderedSet, ids map[string]bool) outcome {
+	objects, err := set.decode(ids)
+	if err == nil && len(objects) == 0 {
+		return outcome{kind: idle}
+	}
+	var c client.Client
+	if err == nil {
+		c, err = ru.r.clientFor(ru.st)
+	}
+	var res apply.Result
+	if err == nil {
+		res, err = ru.r.Applier.Apply(ctx, c, objects, nil, ru.st.GetTimeout())
+	}
+	if err != nil {
+		return outcome{kind: idle, reason: convergev1.ApplyFailedReason, revision: set.revision,
+			message: "restoring drifted objects: " + err.Error(), err: err}
+	}
+	if ids == nil {
+		ru.state.lastFull = ru.r.Clock.Now()
+	}
+	return outcome{kind: idle, revision: set.revision, restored: res.Created + res.Configured}
+}
+
+// remember keeps what was applied for self-healing, and watches its kinds.
+func (ru *run) remember(revision string, objects []*unstructured.Unstructured) {
+	if ru.r.Drift == nil {
+		return
+	}
+	ru.state.rendered = newRenderedSet(revision, ru.st.Generation, objects)
+	_ = ru.r.Drift.Take(ru.key) // what our own apply changed is not drift
+	if err := ru.r.Drift.Watch(objects); err != nil {
+		ru.r.event(ru.st, "Warning", watchFailedReason, revision, err.Error())
+	}
+}
+
+// watchInventory watches the kinds of what the inventory lists (after a restart, when
+// nothing rendered is in memory); the outcome to return when that fails.
+func (ru *run) watchInventory() (outcome, bool) {
+	if err := ru.r.Drift.Watch(inventoryObjects(ru.st.Status.Inventory)); err != nil {
+		return outcome{kind: idle, reason: watchFailedReason, message: err.Error(), err: err}, true
+	}
+	return outcome{}, false
+}
+
+// watchFailedReason is the event of objects whose kind the drift watcher cannot watch.
+const watchFailedReason = "WatchFailed"
+
+// inventoryObjects returns identity-only objects for the entries of an inventory.
+func inventoryObjects(inv *convergev1.ResourceInventory) []*unstructured.Unstructured {
+	if inv == nil {
+		return nil
+	}
+	out := make([]*unstructured.Unstructured, 0, len(inv.Entries))
+	for _, e := range inv.Entries {
+		if u, err := apply.EntryObject(e); err == nil {
+			out = append(out, u)
+		}
+	}
+	return out
+}

@@ -1,0 +1,106 @@
+package reconciler
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/client-go/metadata"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/converge-gitops/converge/health"
+	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/drift"
+)
+
+// ReconcilerOptions are the settings of the daemon's reconciler.
+type ReconcilerOptions struct {
+	// Cache configures the checkouts cache.
+	Cache sources.CacheOptions
+	// ApplyConcurrency of the dry-runs and reads of one apply stage.
+	ApplyConcurrency int
+	// DefaultServiceAccount is impersonated for SyncTargets that name none.
+	DefaultServiceAccount string
+	// FullSyncInterval is how often an unchanged revision is re-applied anyway.
+	FullSyncInterval time.Duration
+	// CacheGCInterval is the period of the checkout garbage collection (default 10m).
+	CacheGCInterval time.Duration
+	// DisableDriftWatch turns off the drift watcher, whose cluster-wide metadata watches
+	// of every kind applied need rights a locked-down (multi-tenant) daemon does not have;
+	// drift is then corrected by the full sync every FullSyncInterval. It also turns off
+	// the metadata watch of the ConfigMaps and Secrets spec.postBuild.substituteFrom names
+	// (Reconciler.WatchVariables), which needs list and watch cluster-wide as well.
+	DisableDriftWatch bool
+	// NoCrossNamespaceDependencies refuses dependsOn entries naming another namespace.
+	NoCrossNamespaceDependencies bool
+	// RenderTimeout bounds one render (render.DefaultTimeout, 2m, when zero).
+	RenderTimeout time.Duration
+	// MaxConcurrentPerNamespace caps the reconciles of one namespace that run at once
+	// (NamespaceLimiter), so that one tenant cannot occupy every worker.
+	MaxConcurrentPerNamespace int
+}
+
+// NewReconciler wires the reconciler of the daemon to a manager: pollers, git cache,
+// renderer, watch-driven health (with the identity each SyncTarget impersonates), staged
+// applier and drift watcher. The drift watcher's informers run until ctx ends.
+func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (*Reconciler, error) {
+	cfg := mgr.GetConfig()
+	checkouts, err := sources.NewCache(o.Cache)
+	if err != nil {
+		return nil, err
+	}
+	checker, err := health.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	scheduler := sources.NewScheduler(sources.SchedulerOptions{Cache: checkouts})
+	if err := mgr.Add(scheduler); err != nil {
+		return nil, err
+	}
+	gcEvery := o.CacheGCInterval
+	if gcEvery <= 0 {
+		gcEvery = 10 * time.Minute
+	}
+	if err := mgr.Add(&CacheGC{Reader: mgr.GetClient(), Cache: checkouts, Every: gcEvery}); err != nil {
+		return nil, err
+	}
+	fetcher := &GitFetcher{Reader: mgr.GetAPIReader(), Cache: checkouts, Scheduler: scheduler,
+		Wake: make(chan event.GenericEvent, 1024)}
+	var drifts *drift.Watcher
+	if !o.DisableDriftWatch {
+		md, err := metadata.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		drifts = drift.NewWatcher(ctx, md, mgr.GetRESTMapper())
+	}
+	watchHealth := &WatchHealth{Checker: checker, Config: cfg, Mapper: mgr.GetRESTMapper(),
+		DefaultServiceAccount: o.DefaultServiceAccount}
+	return &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("converge"),
+		Fetcher:   fetcher,
+		Renderer:  KustomizeRenderer{Mapper: mgr.GetRESTMapper(), Timeout: o.RenderTimeout, Secrets: mgr.GetAPIReader()},
+		Health:    watchHealth,
+		Applier:   apply.Applier{Concurrency: o.ApplyConcurrency},
+		Clients: &ImpersonatingClients{Config: cfg, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			DefaultServiceAccount: o.DefaultServiceAccount},
+		Clock:                 clock.RealClock{},
+		DefaultServiceAccount: o.DefaultServiceAccount,
+		FullSyncInterval:      o.FullSyncInterval,
+		Drift:                 drifts,
+		WatchVariables:        !o.DisableDriftWatch,
+
+		NoCrossNamespaceDependencies: o.NoCrossNamespaceDependencies,
+		MaxConcurrentPerNamespace:    o.MaxConcurrentPerNamespace,
+
+		scheduler: scheduler,
+	}, nil
+}
+
+// Scheduler runs the pollers of the sources of a reconciler made by NewReconciler: a push
+// webhook triggers them (sync/webhook).
+func (r *Reconciler) Scheduler() *sources.Scheduler { return r.scheduler }

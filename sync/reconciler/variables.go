@@ -1,0 +1,159 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sync/postbuild"
+)
+
+// The spec.postBuild variables in a sync: read at every sync (one Get per referent, with
+// the SyncTarget's own rights), remembered as a digest per SyncTarget, and a change of
+// them redeploys the same revision.
+
+// readVariables reads the SyncTarget's variables into the run, through the client the
+// SyncTarget applies with (impersonating its service account, when it has one): a
+// tenant cannot have converge read a Secret it could not read itself.
+func (ru *run) readVariables(ctx context.Context) *outcome {
+	if ru.st.Spec.PostBuild == nil {
+		ru.vars = postbuild.Variables{}
+		return nil
+	}
+	c, err := ru.r.clientFor(ru.st)
+	if err == nil {
+		ru.vars, err = postbuild.Read(ctx, c, ru.st)
+	}
+	if err != nil {
+		o := fromFailure(classify(phaseVariables, err), "", nil, err.Error())
+		if o.err == nil {
+			o.after = ru.r.interval(ru.st) // and at once when a watched referent changes
+		}
+		return &o
+	}
+	return nil
+}
+
+// renderTree renders a checked-out tree, with the run's variables substituted.
+func (ru *run) renderTree(ctx context.Context, dir string) ([]*unstructured.Unstructured, error) {
+	return ru.r.Renderer.Render(ctx, ru.st, dir, ru.vars.Substitution)
+}
+
+// variablesState compares the digest of the variables read now with the one the last
+// attempt used (last): changed when both are known and differ; unknown when there are
+// variables read from ConfigMaps or Secrets but nothing is remembered (after a restart,
+// or the first sync).
+func variablesState(last, now string) (changed, unknown bool) {
+	if now == "" {
+		return false, false
+	}
+	return last != "" && last != now, last == ""
+}
+
+// failedOnVariables reports whether the last attempt failed on its variables (an unset
+// one, strict): after a restart, when what they were is not known, it is tried again once.
+func failedOnVariables(st *convergev1.SyncTarget) bool {
+	c := apimeta.FindStatusCondition(st.Status.Conditions, convergev1.ReadyCondition)
+	return c != nil && c.Reason == convergev1.SubstitutionFailedReason
+}
+
+// variablesCause says why an unchanged revision is deployed again, for its history entry.
+func variablesCause(changed, unknown bool) string {
+	switch {
+	case changed:
+		return "variables changed"
+	case unknown:
+		return "variables read anew"
+	}
+	return ""
+}
+
+// substituteFromIndex indexes SyncTargets by "<kind>/<name>" of each ConfigMap and Secret
+// their spec.postBuild.substituteFrom names (in their own namespace).
+const substituteFromIndex = ".spec.postBuild.substituteFrom"
+
+func substituteFromKeys(o client.Object) []string {
+	st, ok := o.(*convergev1.SyncTarget)
+	if !ok || st.Spec.PostBuild == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(st.Spec.PostBuild.SubstituteFrom))
+	for _, ref := range st.Spec.PostBuild.SubstituteFrom {
+		keys = append(keys, ref.Kind+"/"+ref.Name)
+	}
+	return keys
+}
+
+// watchVariables has a change to a ConfigMap or Secret that a SyncTarget's
+// spec.postBuild.substituteFrom names (its creation and deletion too) reconcile that
+// SyncTarget. Only metadata is watched, in a cache of its own that keeps name, namespace,
+// UID and resourceVersion: no data, and no annotation (kubectl's last-applied-configuration
+// of a Secret holds its data) or label.
+func (r *Reconciler) watchVariables(ctx context.Context, mgr ctrl.Manager, b *builder.Builder) (*builder.Builder, error) {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &convergev1.SyncTarget{}, substituteFromIndex, substituteFromKeys); err != nil {
+		return nil, err
+	}
+	if !r.WatchVariables {
+		return b, nil
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultTransform: identityOnly})
+	if err != nil {
+		return nil, fmt.Errorf("creating the cache of variables' metadata: %w", err)
+	}
+	if err := mgr.Add(variablesCache{c}); err != nil {
+		return nil, err
+	}
+	for _, kind := range []string{"ConfigMap", "Secret"} {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
+		b = b.WatchesRawSource(source.Kind[client.Object](c, obj, handler.EnqueueRequestsFromMapFunc(r.referencing(kind))))
+	}
+	return b, nil
+}
+
+// variablesCache runs with the manager's caches.
+type variablesCache struct{ cache.Cache }
+
+// GetCache has the manager start the cache with its own and wait for it to sync.
+func (c variablesCache) GetCache() cache.Cache { return c.Cache }
+
+// identityOnly keeps of an object's metadata what telling a change needs.
+func identityOnly(o any) (any, error) {
+	m, ok := o.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return o, nil
+	}
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
+	out.Namespace, out.Name, out.UID, out.ResourceVersion = m.Namespace, m.Name, m.UID, m.ResourceVersion
+	return out, nil
+}
+
+// referencing maps a ConfigMap or Secret (kind) to the SyncTargets whose
+// spec.postBuild.substituteFrom names it.
+func (r *Reconciler) referencing(kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := &convergev1.SyncTargetList{}
+		if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()),
+			client.MatchingFields{substituteFromIndex: kind + "/" + o.GetName()}); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, st := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&st)})
+		}
+		return reqs
+	}
+}

@@ -1,0 +1,178 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/target"
+)
+
+// RepoURLIndex indexes SyncTargets by the normalized URL of their repository.
+const RepoURLIndex = ".spec.source.normalizedURL"
+
+// Dispatcher connects the push webhook receiver to the pollers: it finds the SyncTargets
+// following a repository, with the token of their webhookSecretRef, and triggers an
+// immediate poll of their sources; a new revision then wakes them. The scheduler
+// coalesces a burst of pushes into at most one more poll per source.
+//
+// The receiver answers anyone who can reach it, so a request must not cost API requests:
+// tokens are read once per Secret and TokenTTL whatever the number of requests (a read that
+// failed too), and a target's source key, which may need its credentials Secret, is looked up
+// only once the target's token signed the request, then also kept for TokenTTL.
+//
+// Only the replica that reconciles a SyncTarget (the leader; with shards, the shard whose
+// label selector matches it) polls its source, and a webhook may reach any replica: each
+// SyncTarget whose token signed the request is therefore also announced through the API
+// server, by a patch of its converge.dev/pushedAt annotation (at most one every AnnounceEvery
+// per SyncTarget), and the replica reconciling it polls at once.
+type Dispatcher struct {
+	// Reader reads the Secrets, and lists the SyncTargets unless Targets is set.
+	Reader client.Reader
+	// Targets lists the SyncTargets by repository (RepoURLIndex), all of them: not through a
+	// cache narrowed to one shard's SyncTargets.
+	Targets client.Reader
+	// Writer patches the converge.dev/pushedAt annotation; nil: pushes are not announced,
+	// only this replica's poller is triggered.
+	Writer client.Writer
+	// AnnounceEvery is the least time between two announcements to one SyncTarget
+	// (default DefaultAnnounceEvery); pushes in between are announced at its end.
+	AnnounceEvery time.Duration
+	// Log receives the announcements that failed (default: discard).
+	Log logr.Logger
+	// Scheduler runs the pollers that a push triggers.
+	Scheduler *sources.Scheduler
+	// TokenTTL is how long a webhook token, or a source key, is used before it is read again
+	// (default DefaultTokenTTL): a rotated token is accepted, and the old one refused,
+	// within TokenTTL.
+	TokenTTL time.Duration
+	// Clock times TokenTTL (default: the real clock).
+	Clock clock.PassiveClock
+
+	init   sync.Once
+	tokens *ttlCache[[]byte]      // by Secret namespace/name
+	keys   *ttlCache[sources.Key] // by SyncTarget namespace/name, UID and generation
+	pushes *announcer             // nil without Writer
+}
+
+func (w *Dispatcher) caches() {
+	w.init.Do(func() {
+		ttl, clk := w.TokenTTL, w.Clock
+		if ttl <= 0 {
+			ttl = DefaultTokenTTL
+		}
+		if clk == nil {
+			clk = clock.RealClock{}
+		}
+		w.tokens = newTTLCache[[]byte](ttl, clk)
+		w.keys = newTTLCache[sources.Key](ttl, clk)
+		if w.Writer != nil {
+			log := w.Log
+			if log.GetSink() == nil {
+				log = logr.Discard()
+			}
+			w.pushes = newAnnouncer(w.Writer, clk, w.AnnounceEvery, log)
+		}
+	})
+}
+
+// TargetsForRepo implements sources.WebhookTargets.
+func (w *Dispatcher) TargetsForRepo(ctx context.Context, repo string) ([]sources.WebhookTarget, error) {
+	w.caches()
+	list := &convergev1.SyncTargetList{}
+	// The SyncTargets are only read: no deep copy of each, which would make a followed
+	// repository slower to refuse than an unknown one.
+	lister := w.Targets
+	if lister == nil {
+		lister = w.Reader
+	}
+	if err := lister.List(ctx, list, client.MatchingFields{RepoURLIndex: repo}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var out []sources.WebhookTarget
+	tokens := map[client.ObjectKey][]byte{} // targets often share one Secret
+	for i := range list.Items {
+		st := &list.Items[i]
+		ref := st.Spec.Source.WebhookSecretRef
+		if ref == nil || st.Spec.Suspend {
+			continue
+		}
+		secret := client.ObjectKey{Namespace: st.Namespace, Name: ref.Name}
+		token, ok := tokens[secret]
+		if !ok {
+			token, _ = w.tokens.get(ctx, secret.String(), func(ctx context.Context) ([]byte, error) { return w.readToken(ctx, secret) })
+			tokens[secret] = token
+		}
+		if len(token) == 0 {
+			continue // a target whose secret cannot be read is never triggered
+		}
+		out = append(out, sources.WebhookTarget{
+			SourceKey: w.sourceKey(st),
+			Secret:    token,
+			Name:      client.ObjectKeyFromObject(st).String(),
+		})
+	}
+	return out, nil
+}
+
+// readToken reads the token of a webhook Secret.
+func (w *Dispatcher) readToken(ctx context.Context, key client.ObjectKey) ([]byte, error) {
+	secret := &corev1.Secret{}
+	if err := w.Reader.Get(ctx, key, secret); err != nil {
+		return nil, err
+	}
+	return secret.Data["token"], nil
+}
+
+// sourceKey is called for a SyncTarget whose token signed the request: it announces the
+// push, then looks the key of the SyncTarget's source up, reading its credentials; the key is
+// looked up again when the SyncTarget's spec changes, or after TokenTTL for its credentials.
+func (w *Dispatcher) sourceKey(st *convergev1.SyncTarget) func(context.Context) (sources.Key, error) {
+	key := client.ObjectKeyFromObject(st)
+	return func(ctx context.Context) (sources.Key, error) {
+		if w.pushes != nil {
+			w.pushes.announce(key)
+		}
+		id := fmt.Sprintf("%s/%s/%s/%d", st.Namespace, st.Name, st.UID, st.Generation)
+		return w.keys.get(ctx, id, func(ctx context.Context) (sources.Key, error) {
+			src, err := target.For(st, w.Reader, nil).Source(ctx)
+			if err != nil {
+				return "", err
+			}
+			return src.Key(), nil
+		})
+	}
+}
+
+// Trigger implements sources.Triggerer. A source this replica does not poll (it is not the
+// leader, or not the shard of the SyncTarget) is polled by the replica the push was announced
+// to: that is no failure.
+func (w *Dispatcher) Trigger(key sources.Key) error {
+	err := w.Scheduler.Trigger(key)
+	if w.pushes != nil && errors.Is(err, sources.ErrNotSubscribed) {
+		return nil
+	}
+	return err
+}
+
+// NormalizedURL is the index function of RepoURLIndex.
+func NormalizedURL(o client.Object) []string {
+	st, ok := o.(*convergev1.SyncTarget)
+	if !ok {
+		return nil
+	}
+	u, err := sources.NormalizeURL(st.Spec.Source.URL)
+	if err != nil {
+		return nil
+	}
+	return []string{u}
+}
