@@ -352,7 +352,8 @@ func toVirtual(rel string) string {
 // note records the first policy violation met on kustomize's behalf, so that the
 // render reports it instead of whatever kustomize wraps it in.
 func (c *confinedFS) note(err error) error {
-	if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrSymlinkLoop) || errors.Is(err, ErrLimitExceeded) || errors.Is(err, ErrPluginDisabled) || errors.Is(err, ErrDecryption) {
+	if slices.ContainsFunc([]error{ErrOutsideRoot, ErrSymlinkLoop, ErrLimitExceeded, ErrPluginDisabled, ErrDecryption, ErrCiphertext},
+		func(class error) bool { return errors.Is(err, class) }) {
 		c.mu.Lock()
 		if c.firstErr == nil {
 			c.firstErr = err
