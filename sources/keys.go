@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -101,7 +101,7 @@ func (k *TrustedKeys) add(value []byte) error {
 // parseSSHKeyLine reads an SSH public key line or an allowed-signers line; ok is false for an
 // allowed-signers line whose namespaces leave out git (not a signer of commits). Of the options
 // only namespaces is understood: a line with others (cert-authority, valid-after,
-// valid-before) is refused rather than trusted more widely than it says.
+// valid-before) is refused rather than trusted more widely than it says. A DSA key is refused.
 func parseSSHKeyLine(line string) (key sshKey, ok bool, err error) {
 	fields := strings.Fields(line)
 	for i := 0; i+1 < len(fields); i++ {
@@ -109,23 +109,107 @@ func parseSSHKeyLine(line string) (key sshKey, ok bool, err error) {
 		if err != nil || pub.Type() != fields[i] {
 			continue
 		}
+		if err := acceptedKeyType(pub.Type()); err != nil {
+			return sshKey{}, false, err
+		}
 		if i == 0 {
 			return sshKey{key: pub}, true, nil
 		}
-		for _, opt := range splitOptions(strings.Join(fields[1:i], " ")) {
-			name, value, _ := strings.Cut(opt, "=")
-			if !strings.EqualFold(name, "namespaces") {
-				return sshKey{}, false, fmt.Errorf("allowed-signers option %q is not supported", name)
-			}
-			if !slices.ContainsFunc(strings.Split(strings.Trim(value, `"`), ","), func(ns string) bool {
-				return ns == sshSigNamespace || ns == "*"
-			}) {
-				return sshKey{}, false, nil
-			}
+		signsGit, err := allowedSignersOptions(strings.Join(fields[1:i], " "))
+		if err != nil || !signsGit {
+			return sshKey{}, false, err
 		}
 		return sshKey{key: pub, principals: fields[0]}, true, nil
 	}
 	return sshKey{}, false, fmt.Errorf("neither an OpenPGP key block, an SSH public key nor an allowed-signers line")
+}
+
+// allowedSignersOptions reads the options of an allowed-signers line and says whether they
+// let its key sign in the namespace git. namespaces is the one option understood; given
+// twice, the line is refused, as ssh-keygen refuses it.
+func allowedSignersOptions(opts string) (signsGit bool, err error) {
+	signsGit, seen := true, false
+	for _, opt := range splitOptions(opts) {
+		name, value, _ := strings.Cut(opt, "=")
+		switch {
+		case !strings.EqualFold(name, "namespaces"):
+			return false, fmt.Errorf("allowed-signers option %q is not supported", name)
+		case seen:
+			return false, errors.New("allowed-signers option \"namespaces\" is given more than once")
+		}
+		seen, signsGit = true, namespacesAllow(strings.Trim(value, `"`), sshSigNamespace)
+	}
+	return signsGit, nil
+}
+
+// maxNamespacePattern is OpenSSH's bound on one pattern of a list (match_pattern_list's
+// buffer): a longer pattern makes the whole list match nothing.
+const maxNamespacePattern = 1023
+
+// namespacesAllow applies OpenSSH's pattern-list semantics (match_pattern_list, as
+// ssh-keygen -Y verify applies it to namespaces="…"): the list is split at commas; a
+// pattern that starts with ! and matches refuses ns whatever else the list holds;
+// otherwise ns is allowed when some pattern matches it. A pattern matches with * (any run of
+// characters) and ? (one character), case-sensitively. So "!git,*" refuses git, and "*"
+// and "git" allow it.
+func namespacesAllow(list, ns string) bool {
+	allowed := false
+	for _, pattern := range strings.Split(list, ",") {
+		pattern, negated := strings.CutPrefix(pattern, "!")
+		if len(pattern) >= maxNamespacePattern {
+			return false
+		}
+		if !matchPattern(ns, pattern) {
+			continue
+		}
+		if negated {
+			return false
+		}
+		allowed = true
+	}
+	return allowed
+}
+
+// matchPattern is OpenSSH's match_pattern: s matches pattern, where * matches any run of
+// bytes and ? any one byte. It backtracks to the last * only, so it runs in
+// len(s)*len(pattern) steps at most.
+func matchPattern(s, pattern string) bool {
+	si, pi := 0, 0
+	star, starS := -1, 0
+	for si < len(s) {
+		switch {
+		case pi < len(pattern) && pattern[pi] == '*':
+			star, starS = pi, si
+			pi++
+		case pi < len(pattern) && (pattern[pi] == '?' || pattern[pi] == s[si]):
+			si++
+			pi++
+		case star >= 0:
+			starS++
+			si, pi = starS, star+1
+		default:
+			return false
+		}
+	}
+	for pi < len(pattern) && pattern[pi] == '*' {
+		pi++
+	}
+	return pi == len(pattern)
+}
+
+// The DSA key and certificate types (x/crypto/ssh names them too, deprecated).
+const (
+	sshDSA     = "ssh-dss"
+	sshDSACert = "ssh-dss-cert-v01@openssh.com"
+)
+
+// acceptedKeyType refuses DSA keys: ssh-dss signs with SHA-1 and is at most 1024 bits
+// (OpenSSH disabled it in 7.0 and removed it in 10.0).
+func acceptedKeyType(keyType string) error {
+	if keyType == sshDSA || keyType == sshDSACert {
+		return errors.New("DSA keys (ssh-dss) are not accepted: they sign with SHA-1 and are at most 1024 bits; use an ed25519, ECDSA or RSA key")
+	}
+	return nil
 }
 
 // splitOptions splits allowed-signers options at the commas outside double quotes.

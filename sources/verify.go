@@ -211,6 +211,9 @@ func (k *TrustedKeys) checkSSH(obj string, msg []byte, armored string) (Signer, 
 		return Signer{}, &VerificationError{Object: obj, Reason: "has an unreadable SSH signature: " + err.Error()}
 	}
 	fp := "SSH key " + ssh.FingerprintSHA256(sig.key)
+	if err := sig.acceptedAlgorithm(); err != nil {
+		return Signer{}, &VerificationError{Object: obj, Key: fp, Reason: "has an SSH signature by " + fp + " that is not accepted: " + err.Error()}
+	}
 	var trusted *sshKey
 	for i := range k.ssh {
 		if bytes.Equal(k.ssh[i].key.Marshal(), sig.key.Marshal()) {

@@ -323,3 +323,39 @@ func FuzzSignatures(f *testing.F) {
 		}
 	})
 }
+
+// TestVerifyHostileSigners: through the whole fetch and verification of a commit, a key whose
+// allowed-signers line says namespaces="!git,*" does not sign it, and neither does a DSA key,
+// even one a key set would hold.
+func TestVerifyHostileSigners(t *testing.T) {
+	f := newFixture(t)
+	ed, dss := ed25519Signer(t), dsaSigner(t)
+	signWith := func(s ssh.Signer) gittest.SignFunc {
+		return func(payload []byte) (string, error) { return sshsigSign(t, s, "git", "", payload), nil }
+	}
+	_, pgp := gittest.OpenPGPKey(t, "Other", "other@example.com")
+	negated := trusted(t, map[string]string{"pgp": pgp,
+		"allowed_signers": `alice namespaces="!git,*" ` + authorized(ed.PublicKey()) + "\n"})
+	withDSA := &TrustedKeys{ssh: []sshKey{{key: dss.PublicKey()}}, digest: "dsa"} // as the keys once read
+
+	tests := []struct {
+		name    string
+		sign    gittest.SignFunc
+		keys    *TrustedKeys
+		wantErr string
+	}{
+		{name: "negated namespace", sign: signWith(ed), keys: negated,
+			wantErr: "is signed by SSH key " + ssh.FingerprintSHA256(ed.PublicKey()) + ", which is not trusted"},
+		{name: "DSA signer", sign: signWith(dss), keys: withDSA, wantErr: "that is not accepted: DSA keys (ssh-dss) are not accepted"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			sha := f.repo.SignedCommit(t, "main", tt.sign, map[string]string{"n": string(rune('a' + i))})
+			_, err := verify(t, f, Ref{Branch: "main"}, VerifyHEAD, tt.keys)
+			g.Expect(err).To(MatchError(ErrVerificationFailed))
+			g.Expect(err.Error()).To(HavePrefix("commit " + sha[:12] + " "))
+			g.Expect(err.Error()).To(ContainSubstring(tt.wantErr))
+		})
+	}
+}

@@ -53,29 +53,7 @@ func (c *nodeChecker) check(n *yaml.Node, depth int) (nodeStats, error) {
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
-		target := n.Alias
-		if target == nil {
-			return nodeStats{}, classErr(ErrInvalidDocument, "alias *%s has no anchor", n.Value)
-		}
-		if c.inProgress[target] {
-			return nodeStats{}, classErr(ErrInvalidDocument, "alias *%s refers to its own anchor", n.Value)
-		}
-		st, ok := c.memo[target]
-		if !ok {
-			var err error
-			if st, err = c.check(target, depth); err != nil {
-				return nodeStats{}, err
-			}
-		}
-		if depth+st.height-1 > c.limits.MaxDepth {
-			return nodeStats{}, classErr(ErrLimitExceeded, "document nests deeper than %d levels", c.limits.MaxDepth)
-		}
-		c.aliasNodes += st.size
-		if c.aliasNodes > c.limits.MaxAliasNodes {
-			return nodeStats{}, classErr(ErrLimitExceeded,
-				"YAML aliases expand to more than %d nodes", c.limits.MaxAliasNodes)
-		}
-		return st, nil
+		return c.checkAlias(n, depth)
 	case yaml.ScalarNode:
 		if err := c.checkNestedYAML(n); err != nil {
 			return nodeStats{}, err
@@ -89,6 +67,46 @@ func (c *nodeChecker) check(n *yaml.Node, depth int) (nodeStats, error) {
 		}
 		c.inProgress[n] = true
 	}
+	st, err := c.checkChildren(n, depth)
+	if err != nil {
+		return nodeStats{}, err
+	}
+	if n.Anchor != "" {
+		delete(c.inProgress, n)
+		c.memo[n] = st
+	}
+	return st, nil
+}
+
+// checkAlias measures what alias n expands to, once per anchor, against the limits.
+func (c *nodeChecker) checkAlias(n *yaml.Node, depth int) (nodeStats, error) {
+	target := n.Alias
+	if target == nil {
+		return nodeStats{}, classErr(ErrInvalidDocument, "alias *%s has no anchor", n.Value)
+	}
+	if c.inProgress[target] {
+		return nodeStats{}, classErr(ErrInvalidDocument, "alias *%s refers to its own anchor", n.Value)
+	}
+	st, ok := c.memo[target]
+	if !ok {
+		var err error
+		if st, err = c.check(target, depth); err != nil {
+			return nodeStats{}, err
+		}
+	}
+	if depth+st.height-1 > c.limits.MaxDepth {
+		return nodeStats{}, classErr(ErrLimitExceeded, "document nests deeper than %d levels", c.limits.MaxDepth)
+	}
+	c.aliasNodes += st.size
+	if c.aliasNodes > c.limits.MaxAliasNodes {
+		return nodeStats{}, classErr(ErrLimitExceeded,
+			"YAML aliases expand to more than %d nodes", c.limits.MaxAliasNodes)
+	}
+	return st, nil
+}
+
+// checkChildren measures a document, mapping or sequence node n from its children.
+func (c *nodeChecker) checkChildren(n *yaml.Node, depth int) (nodeStats, error) {
 	st := nodeStats{size: 1}
 	childDepth := depth + 1
 	if n.Kind == yaml.DocumentNode {
@@ -100,16 +118,10 @@ func (c *nodeChecker) check(n *yaml.Node, depth int) (nodeStats, error) {
 			return nodeStats{}, err
 		}
 		st.size += cs.size
-		if cs.height > st.height {
-			st.height = cs.height
-		}
+		st.height = max(st.height, cs.height)
 	}
 	if n.Kind != yaml.DocumentNode {
 		st.height++
-	}
-	if n.Anchor != "" {
-		delete(c.inProgress, n)
-		c.memo[n] = st
 	}
 	return st, nil
 }

@@ -39,6 +39,11 @@ var (
 	// configured, no key for it, MAC mismatch, malformed), or the decryption keys are
 	// unusable. It maps to the DecryptionFailed reason.
 	ErrDecryption = errors.New("decryption failed")
+	// ErrCiphertext: a file holds a value in SOPS' encrypted form (ENC[AES256_GCM,…]) but
+	// is not a SOPS file that can be decrypted (its sops metadata, or their mac, is
+	// missing): it is refused rather than applied as ciphertext. Unlike ErrDecryption, no
+	// key or Secret could help: the commit is at fault, and it maps to BuildFailed.
+	ErrCiphertext = errors.New("SOPS ciphertext outside a SOPS file")
 	// ErrRenderTimeout: the render did not finish within Options.Timeout. The *Error
 	// then reads "render exceeded <timeout>" and names no file.
 	ErrRenderTimeout = errors.New("render exceeded its deadline")

@@ -108,70 +108,84 @@ func (c *confinedFS) resolve(rel string) (resolved, error) {
 	if filepath.IsAbs(rel) {
 		return resolved{}, classErr(ErrOutsideRoot, "%s is an absolute path", rel)
 	}
-	todo := splitRel(rel)
-	var done []string
-	hops := 0
-	via := "" // the last symlink expanded, to explain an escape
-	var info fs.FileInfo
-	for len(todo) > 0 {
-		comp := todo[0]
-		todo = todo[1:]
-		if comp == ".." {
-			if len(done) == 0 {
-				if via != "" {
-					return resolved{}, classErr(ErrOutsideRoot, "%s: symlink %s", rel, via)
-				}
-				return resolved{}, classErr(ErrOutsideRoot, "%s", rel)
-			}
-			done = done[:len(done)-1]
-			info = nil
-			continue
+	w := &resolution{rel: rel, todo: splitRel(rel)}
+	for len(w.todo) > 0 {
+		if err := c.resolveStep(w); err != nil {
+			return resolved{}, err
 		}
-		cur := path.Join(append(done, comp)...)
-		fi, err := c.root.Lstat(cur)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return resolved{}, classErr(ErrNotFound, "%s", cur)
-			}
-			return resolved{}, fmt.Errorf("%w: %s: %s", ErrNotFound, cur, errText(err))
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			hops++
-			if hops > maxSymlinkHops {
-				return resolved{}, classErr(ErrSymlinkLoop, "too many levels of symbolic links resolving %s", rel)
-			}
-			target, err := c.root.Readlink(cur)
-			if err != nil {
-				return resolved{}, fmt.Errorf("%w: %s: %s", ErrNotFound, cur, errText(err))
-			}
-			via = cur + " -> " + target
-			if filepath.IsAbs(target) {
-				return resolved{}, classErr(ErrOutsideRoot, "symlink %s points to an absolute path", via)
-			}
-			todo = append(splitRel(target), todo...)
-			continue
-		}
-		if !fi.IsDir() && len(todo) > 0 {
-			return resolved{}, classErr(ErrNotFound, "%s: not a directory", cur)
-		}
-		done = append(done, comp)
-		info = fi
 	}
-	if info == nil {
-		p := "."
-		if len(done) > 0 {
-			p = path.Join(done...)
-		}
+	p := "."
+	if len(w.done) > 0 {
+		p = path.Join(w.done...)
+	}
+	if w.info == nil {
 		fi, err := c.root.Stat(p)
 		if err != nil {
 			return resolved{}, fmt.Errorf("%w: %s: %s", ErrNotFound, p, errText(err))
 		}
-		info = fi
+		w.info = fi
 	}
-	if len(done) == 0 {
-		return resolved{rel: ".", info: info}, nil
+	return resolved{rel: p, info: w.info}, nil
+}
+
+// resolution is a path being resolved: the components left to walk and those walked.
+type resolution struct {
+	rel        string   // the path asked for, for errors
+	todo, done []string // components left, and the symlink-free components walked
+	hops       int      // symlinks expanded so far
+	via        string   // the last symlink expanded, to explain an escape
+	info       fs.FileInfo
+}
+
+// resolveStep walks the next component of w: up for "..", through a symlink by queueing
+// its target, or down into an entry of the directory walked so far.
+func (c *confinedFS) resolveStep(w *resolution) error {
+	comp := w.todo[0]
+	w.todo = w.todo[1:]
+	if comp == ".." {
+		if len(w.done) == 0 {
+			if w.via != "" {
+				return classErr(ErrOutsideRoot, "%s: symlink %s", w.rel, w.via)
+			}
+			return classErr(ErrOutsideRoot, "%s", w.rel)
+		}
+		w.done, w.info = w.done[:len(w.done)-1], nil
+		return nil
 	}
-	return resolved{rel: path.Join(done...), info: info}, nil
+	cur := path.Join(append(w.done, comp)...)
+	fi, err := c.root.Lstat(cur)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return classErr(ErrNotFound, "%s", cur)
+		}
+		return fmt.Errorf("%w: %s: %s", ErrNotFound, cur, errText(err))
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return c.followSymlink(w, cur)
+	}
+	if !fi.IsDir() && len(w.todo) > 0 {
+		return classErr(ErrNotFound, "%s: not a directory", cur)
+	}
+	w.done, w.info = append(w.done, comp), fi
+	return nil
+}
+
+// followSymlink queues the target of symlink cur in place of it.
+func (c *confinedFS) followSymlink(w *resolution, cur string) error {
+	w.hops++
+	if w.hops > maxSymlinkHops {
+		return classErr(ErrSymlinkLoop, "too many levels of symbolic links resolving %s", w.rel)
+	}
+	target, err := c.root.Readlink(cur)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %s", ErrNotFound, cur, errText(err))
+	}
+	w.via = cur + " -> " + target
+	if filepath.IsAbs(target) {
+		return classErr(ErrOutsideRoot, "symlink %s points to an absolute path", w.via)
+	}
+	w.todo = append(splitRel(target), w.todo...)
+	return nil
 }
 
 // errText is err's message without the host path an *fs.PathError carries.
@@ -200,52 +214,16 @@ func (c *confinedFS) readFile(r resolved, display string) ([]byte, error) {
 	if b, ok := c.cache[r.rel]; ok {
 		return b, nil
 	}
-	fail := func(class error, format string, args ...any) error {
-		return &Error{File: display, Err: classErr(class, format, args...)}
-	}
 	if !r.info.Mode().IsRegular() {
 		// Devices and FIFOs could block or never end; directories are not files.
-		return nil, fail(ErrInvalidDocument, "not a regular file")
+		return nil, &Error{File: display, Err: classErr(ErrInvalidDocument, "not a regular file")}
 	}
-	if r.info.Size() > c.limits.MaxFileSize {
-		return nil, fail(ErrLimitExceeded, "%d bytes, more than the %d-byte file size limit", r.info.Size(), c.limits.MaxFileSize)
+	if err := c.checkSize(r.info.Size(), 1); err != nil {
+		return nil, &Error{File: display, Err: err}
 	}
-	if c.files+1 > c.limits.MaxFiles {
-		return nil, fail(ErrLimitExceeded, "more than %d files", c.limits.MaxFiles)
-	}
-	if c.total+r.info.Size() > c.limits.MaxTotalBytes {
-		return nil, fail(ErrLimitExceeded, "more than %d bytes in total", c.limits.MaxTotalBytes)
-	}
-	f, err := c.root.Open(r.rel)
+	b, err := c.readBounded(r, display)
 	if err != nil {
-		return nil, fail(ErrNotFound, "%s", errText(err))
-	}
-	defer func() { _ = f.Close() }()
-	if r.info.Size() < 0 { // known from a directory listing only: stat the open file
-		fi, err := f.Stat()
-		if err != nil {
-			return nil, fail(ErrNotFound, "%s", errText(err))
-		}
-		if !fi.Mode().IsRegular() {
-			return nil, fail(ErrInvalidDocument, "not a regular file")
-		}
-		if fi.Size() > c.limits.MaxFileSize {
-			return nil, fail(ErrLimitExceeded, "%d bytes, more than the %d-byte file size limit", fi.Size(), c.limits.MaxFileSize)
-		}
-		if c.total+fi.Size() > c.limits.MaxTotalBytes {
-			return nil, fail(ErrLimitExceeded, "more than %d bytes in total", c.limits.MaxTotalBytes)
-		}
-	}
-	// The checkout is read-only, but never trust a size taken before the read.
-	b, err := io.ReadAll(io.LimitReader(f, c.limits.MaxFileSize+1))
-	if err != nil {
-		return nil, &Error{File: display, Err: fmt.Errorf("read: %s", errText(err))}
-	}
-	if int64(len(b)) > c.limits.MaxFileSize {
-		return nil, fail(ErrLimitExceeded, "more than the %d-byte file size limit", c.limits.MaxFileSize)
-	}
-	if c.total+int64(len(b)) > c.limits.MaxTotalBytes {
-		return nil, fail(ErrLimitExceeded, "more than %d bytes in total", c.limits.MaxTotalBytes)
+		return nil, err
 	}
 	if c.guardYAML {
 		if err := guardYAML(b, c.limits); err != nil {
@@ -260,6 +238,55 @@ func (c *confinedFS) readFile(r resolved, display string) ([]byte, error) {
 	c.files++
 	c.total += int64(len(b))
 	c.cache[r.rel] = b
+	return b, nil
+}
+
+// checkSize fails when one more file (newFiles 1) or one more read of a file already
+// counted (0) of size bytes would pass the caps; a size below 0 is not known yet.
+func (c *confinedFS) checkSize(size int64, newFiles int) error {
+	switch {
+	case size > c.limits.MaxFileSize:
+		return classErr(ErrLimitExceeded, "%d bytes, more than the %d-byte file size limit", size, c.limits.MaxFileSize)
+	case c.files+newFiles > c.limits.MaxFiles:
+		return classErr(ErrLimitExceeded, "more than %d files", c.limits.MaxFiles)
+	case c.total+size > c.limits.MaxTotalBytes:
+		return classErr(ErrLimitExceeded, "more than %d bytes in total", c.limits.MaxTotalBytes)
+	}
+	return nil
+}
+
+// readBounded reads the regular file r, never more than the caps allow, whatever its size
+// said before the read.
+func (c *confinedFS) readBounded(r resolved, display string) ([]byte, error) {
+	fail := func(err error) error { return &Error{File: display, Err: err} }
+	f, err := c.root.Open(r.rel)
+	if err != nil {
+		return nil, fail(classErr(ErrNotFound, "%s", errText(err)))
+	}
+	defer func() { _ = f.Close() }()
+	if r.info.Size() < 0 { // known from a directory listing only: stat the open file
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, fail(classErr(ErrNotFound, "%s", errText(err)))
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, fail(classErr(ErrInvalidDocument, "not a regular file"))
+		}
+		if err := c.checkSize(fi.Size(), 0); err != nil {
+			return nil, fail(err)
+		}
+	}
+	// The checkout is read-only, but never trust a size taken before the read.
+	b, err := io.ReadAll(io.LimitReader(f, c.limits.MaxFileSize+1))
+	if err != nil {
+		return nil, fail(fmt.Errorf("read: %s", errText(err)))
+	}
+	if int64(len(b)) > c.limits.MaxFileSize {
+		return nil, fail(classErr(ErrLimitExceeded, "more than the %d-byte file size limit", c.limits.MaxFileSize))
+	}
+	if err := c.checkSize(int64(len(b)), 0); err != nil {
+		return nil, fail(err)
+	}
 	return b, nil
 }
 
@@ -325,7 +352,8 @@ func toVirtual(rel string) string {
 // note records the first policy violation met on kustomize's behalf, so that the
 // render reports it instead of whatever kustomize wraps it in.
 func (c *confinedFS) note(err error) error {
-	if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrSymlinkLoop) || errors.Is(err, ErrLimitExceeded) || errors.Is(err, ErrPluginDisabled) || errors.Is(err, ErrDecryption) {
+	if slices.ContainsFunc([]error{ErrOutsideRoot, ErrSymlinkLoop, ErrLimitExceeded, ErrPluginDisabled, ErrDecryption, ErrCiphertext},
+		func(class error) bool { return errors.Is(err, class) }) {
 		c.mu.Lock()
 		if c.firstErr == nil {
 			c.firstErr = err

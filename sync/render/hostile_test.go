@@ -447,6 +447,20 @@ metadata:
 			},
 			class: ErrLimitExceeded, want: "nests deeper than 128 levels",
 		},
+		// --- SOPS ---
+		{
+			name:  "a SOPS file whose sops metadata was removed",
+			setup: func(t *testing.T, root, _ string) { write(t, root, "secret.yaml", stripSOPS(t, "secret.yaml", false)) },
+			class: ErrCiphertext, want: "stringData.username (line 9) holds a SOPS-encrypted value", file: "secret.yaml",
+		},
+		{
+			name: "a SOPS file whose mac was removed, through kustomize",
+			setup: func(t *testing.T, root, _ string) {
+				write(t, root, "kustomization.yaml", "resources: [secret.yaml]\n")
+				write(t, root, "secret.yaml", stripSOPS(t, "secret.yaml", true))
+			},
+			class: ErrCiphertext, want: "stringData.username (line 9) holds a SOPS-encrypted value", file: "secret.yaml",
+		},
 		{
 			name: "duplicate IDs through kustomize (kustomize refuses them itself)",
 			setup: func(t *testing.T, root, _ string) {

@@ -202,10 +202,9 @@ func (p *preflight) kustomization(dir string, plugins bool) (int, error) {
 			return 0, fileErr(dir, classErr(ErrKustomize, "kustomization includes itself: %s", strings.Join(cycle, " -> ")))
 		}
 	}
-	limits := p.cfs.limits
 	p.seen++
-	if p.seen > limits.MaxFiles {
-		return 0, fileErr(dir, classErr(ErrLimitExceeded, "more than %d kustomizations", limits.MaxFiles))
+	if p.seen > p.cfs.limits.MaxFiles {
+		return 0, fileErr(dir, classErr(ErrLimitExceeded, "more than %d kustomizations", p.cfs.limits.MaxFiles))
 	}
 	p.stack = append(p.stack, dir)
 	defer func() { p.stack = p.stack[:len(p.stack)-1] }()
@@ -215,31 +214,9 @@ func (p *preflight) kustomization(dir string, plugins bool) (int, error) {
 		return 0, err
 	}
 
-	total := 0
-	add := func(n int) error {
-		total += n
-		if total > limits.MaxFiles {
-			return classErr(ErrLimitExceeded, "the kustomization expands to more than %d resources", limits.MaxFiles)
-		}
-		return nil
-	}
-	for _, res := range k.Resources {
-		n, err := p.base(dir, file, "resources", res, plugins, false)
-		if err != nil {
-			return 0, fileErr(file, err)
-		}
-		if err := add(n); err != nil {
-			return 0, fileErr(file, err)
-		}
-	}
-	for _, c := range k.Components {
-		n, err := p.base(dir, file, "components", c, plugins, true)
-		if err != nil {
-			return 0, fileErr(file, err)
-		}
-		if err := add(n); err != nil {
-			return 0, fileErr(file, err)
-		}
+	total, err := p.resourcesAndComponents(dir, file, k, plugins)
+	if err != nil {
+		return 0, err
 	}
 	for _, f := range []namedList{
 		{"generators", k.Generators}, {"transformers", k.Transformers}, {"validators", k.Validators},
@@ -251,6 +228,29 @@ func (p *preflight) kustomization(dir string, plugins bool) (int, error) {
 		}
 	}
 	p.done[key] = total
+	return total, nil
+}
+
+// resourcesAndComponents checks the resources and components of the kustomization file of
+// dir, and returns how many resource files they expand to counting repeats.
+func (p *preflight) resourcesAndComponents(dir, file string, k *types.Kustomization, plugins bool) (int, error) {
+	total := 0
+	for _, f := range []struct {
+		field     string
+		entries   []string
+		mustBeDir bool
+	}{{"resources", k.Resources, false}, {"components", k.Components, true}} {
+		for _, entry := range f.entries {
+			n, err := p.base(dir, file, f.field, entry, plugins, f.mustBeDir)
+			if err != nil {
+				return 0, fileErr(file, err)
+			}
+			total += n
+			if total > p.cfs.limits.MaxFiles {
+				return 0, fileErr(file, classErr(ErrLimitExceeded, "the kustomization expands to more than %d resources", p.cfs.limits.MaxFiles))
+			}
+		}
+	}
 	return total, nil
 }
 

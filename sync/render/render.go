@@ -203,32 +203,9 @@ func renderWithin(ctx context.Context, opts Options) (*Result, error) {
 	cfs.keys = opts.Decryption
 
 	display := cleanDisplay(opts.Path)
-	start, err := cfs.resolve(display)
+	items, kustomized, err := renderItems(ctx, cfs, display)
 	if err != nil {
-		return nil, fileErr(display, err)
-	}
-
-	var items []item
-	kustomized := false
-	if start.info.IsDir() {
-		kfile, err := findKustomization(cfs, start.rel)
-		if err != nil {
-			return nil, fileErr(display, err)
-		}
-		if kfile != "" {
-			kustomized = true
-			items, err = renderKustomize(ctx, cfs, start.rel, display)
-		} else {
-			items, err = renderPlain(ctx, cfs, start, display)
-		}
-		if err != nil {
-			return nil, err
-		}
-	} else {
-		items, err = renderPlain(ctx, cfs, start, display)
-		if err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -253,6 +230,27 @@ func renderWithin(ctx context.Context, opts Options) (*Result, error) {
 		return nil, &Error{File: display, Err: err}
 	}
 	return &Result{Objects: objs, Digest: digest, Kustomized: kustomized}, nil
+}
+
+// renderItems builds the objects at display: with kustomize when it is a directory holding
+// a kustomization, as plain manifests otherwise.
+func renderItems(ctx context.Context, cfs *confinedFS, display string) (items []item, kustomized bool, err error) {
+	start, err := cfs.resolve(display)
+	if err != nil {
+		return nil, false, fileErr(display, err)
+	}
+	if start.info.IsDir() {
+		kfile, err := findKustomization(cfs, start.rel)
+		if err != nil {
+			return nil, false, fileErr(display, err)
+		}
+		if kfile != "" {
+			items, err = renderKustomize(ctx, cfs, start.rel, display)
+			return items, true, err
+		}
+	}
+	items, err = renderPlain(ctx, cfs, start, display)
+	return items, false, err
 }
 
 func validateOptions(opts Options) error {

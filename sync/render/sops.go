@@ -22,17 +22,16 @@ import (
 var sopsMarkers = [][]byte{[]byte("sops"), []byte("mac"), []byte("lastmodified")}
 
 // decryptSOPS returns b decrypted when it is a SOPS file, with the plaintext of every
-// value it decrypted (for redaction), and b itself otherwise. keys nil means the
+// value it decrypted (for redaction), and b itself otherwise — unless b, not a SOPS file,
+// holds SOPS ciphertext (ErrCiphertext: see sops_ciphertext.go). keys nil means the
 // SyncTarget sets no decryption: an encrypted file is then an error, never passed on as
 // ciphertext. Errors say what is wrong, never a value.
 func decryptSOPS(name string, b []byte, keys *Keys, limits Limits) (out []byte, plain []string, err error) {
-	for _, m := range sopsMarkers {
-		if !bytes.Contains(b, m) {
-			return b, nil, nil
-		}
-	}
-	doc, ok, err := parseSOPS(sopsFormatOf(path.Base(name)), b, limits.MaxDepth)
+	doc, ok, err := parseSOPSFile(name, b, limits.MaxDepth)
 	if !ok {
+		if err := refuseCiphertext(name, b, limits.MaxDepth); err != nil {
+			return nil, nil, err
+		}
 		return b, nil, nil
 	}
 	if err != nil {
@@ -46,6 +45,17 @@ func decryptSOPS(name string, b []byte, keys *Keys, limits Limits) (out []byte, 
 		return nil, nil, classErr(ErrDecryption, "%s", err.Error())
 	}
 	return out, plain, nil
+}
+
+// parseSOPSFile parses b, the content of file name, as a SOPS file of the format its name
+// says; ok is false when it is not one.
+func parseSOPSFile(name string, b []byte, maxDepth int) (doc *sopsDoc, ok bool, err error) {
+	for _, m := range sopsMarkers {
+		if !bytes.Contains(b, m) {
+			return nil, false, nil
+		}
+	}
+	return parseSOPS(sopsFormatOf(path.Base(name)), b, maxDepth)
 }
 
 // decrypt opens the data key with keys, decrypts every document, checks the MAC and

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -123,6 +124,9 @@ func TestSOPSFailures(t *testing.T) {
 	}, {
 		name: "tampered value", content: tamperValue(t, enc, "password: "), keys: testKeyring(t, k),
 		want: []string{"render app/secret.yaml", "value at stringData.password", "authentication failed"},
+	}, {
+		name: "value moved under another key", content: strings.Replace(enc, "password: ENC[", "pass: ENC[", 1), keys: testKeyring(t, k),
+		want: []string{"render app/secret.yaml", "value at stringData.pass", "authentication failed"},
 	}, {
 		name: "encrypted for another key", content: enc, keys: testKeyring(t, other),
 		want: []string{"render app/secret.yaml", "no key for this file", "age recipients " + k.age.Recipient().String(),
@@ -256,8 +260,9 @@ func TestSOPSMalformedFilesFail(t *testing.T) {
 	}
 }
 
-// FuzzDecryptSOPS: whatever a repository holds, decryption returns the file untouched,
-// plaintext or an ErrDecryption, and never panics.
+// FuzzDecryptSOPS: whatever a repository holds, decryption returns the file untouched (and
+// then it holds no SOPS ciphertext), plaintext, an ErrDecryption or an ErrCiphertext, and
+// never panics.
 func FuzzDecryptSOPS(f *testing.F) {
 	for _, name := range []string{"secret.yaml", "multi.yaml", "values.json", "app.env", "tls.crt"} {
 		b, err := os.ReadFile("testdata/sops/" + name)
@@ -270,8 +275,11 @@ func FuzzDecryptSOPS(f *testing.F) {
 	keys := fixtureKeys(f, "test.agekey", "test.asc")
 	f.Fuzz(func(t *testing.T, name string, b []byte) {
 		out, _, err := decryptSOPS(name, b, keys, DefaultLimits())
-		if err != nil && !errors.Is(err, ErrDecryption) && !errors.Is(err, ErrLimitExceeded) {
+		if err != nil && !errors.Is(err, ErrDecryption) && !errors.Is(err, ErrLimitExceeded) && !errors.Is(err, ErrCiphertext) {
 			t.Fatalf("error of no class: %v", err)
+		}
+		if err == nil && bytes.Equal(out, b) && sopsCiphertext.Match(out) {
+			t.Fatal("SOPS ciphertext passed on as it is")
 		}
 		if err == nil && out == nil && len(b) > 0 {
 			t.Fatal("no output and no error")
