@@ -39,6 +39,9 @@ type Options struct {
 	// or forge); default 2/s, burst 10.
 	RateLimit float64
 	RateBurst int
+	// StopTimeout bounds the wait for a worker to end when its Notifier goes or the daemon
+	// stops (default 10s); a worker still busy then is left to end on its own.
+	StopTimeout time.Duration
 }
 
 func (o *Options) defaults() {
@@ -63,6 +66,9 @@ func (o *Options) defaults() {
 	}
 	if o.RateLimit == 0 {
 		o.RateLimit, o.RateBurst = 2, 10
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 10 * time.Second
 	}
 }
 
@@ -127,10 +133,24 @@ func (r *Reconciler) Start(ctx context.Context) error {
 		ws = append(ws, w)
 	}
 	r.mu.Unlock()
-	for _, w := range ws {
-		<-w.done
-	}
+	r.awaitWorkers(ws...)
 	return nil
+}
+
+// awaitWorkers waits for the workers (already told to stop) to end, at most StopTimeout on
+// the injected clock all told; a worker still busy then is logged and left to end on its own.
+func (r *Reconciler) awaitWorkers(ws ...*worker) {
+	deadline := r.opts.Clock.NewTimer(r.opts.StopTimeout)
+	defer deadline.Stop()
+	for _, w := range ws {
+		select {
+		case <-w.done:
+		case <-deadline.C():
+			r.log.Info("a notifier's worker did not stop in time; leaving it", "notifier", w.key.String(),
+				"timeout", r.opts.StopTimeout)
+			return
+		}
+	}
 }
 
 // notifiersOf maps a SyncTarget to the Notifiers of its namespace.
@@ -205,7 +225,7 @@ func (r *Reconciler) stopWorker(key types.NamespacedName) {
 	r.mu.Unlock()
 	if ok {
 		w.stop()
-		<-w.done
+		r.awaitWorkers(w)
 	}
 }
 

@@ -125,7 +125,7 @@ func TestProviderRequests(t *testing.T) {
 				c.username, c.password = "", ""
 			}
 			m := rolledBackMsg()
-			txt, err := text(nil, m)
+			txt, err := (*summary)(nil).text(context.Background(), m)
 			g.Expect(err).NotTo(HaveOccurred())
 			req, err := buildRequest(p, c, notification{msg: m, text: txt, sourceURL: "git@github.com:acme/app.git"})
 			g.Expect(err).NotTo(HaveOccurred())

@@ -92,13 +92,14 @@ func (w *worker) deliver(ctx context.Context, n *convergev1.Notifier, it item, l
 	}
 }
 
-// request builds the provider's request: the message text and the credentials.
+// request builds the provider's request: the message text and the credentials. The
+// summary template is checked again before it is executed.
 func (w *worker) request(ctx context.Context, n *convergev1.Notifier, it item) (*request, error) {
-	tmpl, err := parseSummary(n.Spec.Summary)
+	sum, err := parseSummary(n.Spec.Summary)
 	if err != nil {
 		return nil, err
 	}
-	txt, err := text(tmpl, it.msg)
+	txt, err := sum.text(ctx, it.msg)
 	if err != nil {
 		return nil, err
 	}
