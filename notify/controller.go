@@ -35,8 +35,8 @@ type Options struct {
 	Jitter func() float64
 	// QueueSize bounds the notifications one Notifier holds at once (default 256).
 	QueueSize int
-	// RateLimit per second and RateBurst of requests to one provider (type and address
-	// or forge); default 2/s, burst 10.
+	// RateLimit per second and RateBurst of the requests of one Notifier to one host;
+	// default 2/s, burst 10; negative: no limit.
 	RateLimit float64
 	RateBurst int
 	// StopTimeout bounds the wait for a worker to end when its Notifier goes or the daemon
@@ -85,14 +85,14 @@ type Reconciler struct {
 	base    context.Context
 	mu      gosync.Mutex
 	workers map[types.NamespacedName]*worker
-	buckets map[string]*tokenBucket
+	limits  *limiters
 }
 
 // NewReconciler returns a Notifier reconciler; SetupWithManager wires it.
 func NewReconciler(c client.Client, apiReader client.Reader, o Options) *Reconciler {
 	o.defaults()
 	return &Reconciler{Client: c, APIReader: apiReader, opts: o,
-		workers: map[types.NamespacedName]*worker{}, buckets: map[string]*tokenBucket{}}
+		workers: map[types.NamespacedName]*worker{}, limits: newLimiters(o.RateLimit, o.RateBurst)}
 }
 
 // SetupWithManager registers the controller (leader only, like the sync controller), its
@@ -227,18 +227,4 @@ func (r *Reconciler) stopWorker(key types.NamespacedName) {
 		w.stop()
 		r.awaitWorkers(w)
 	}
-}
-
-// limiter is the token bucket of the Notifier's provider: its type and address, shared by
-// every Notifier posting there.
-func (r *Reconciler) limiter(n *convergev1.Notifier) *tokenBucket {
-	key := string(n.Spec.Provider.Type) + " " + n.Spec.Provider.Address
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, ok := r.buckets[key]
-	if !ok {
-		b = newTokenBucket(r.opts.RateLimit, r.opts.RateBurst)
-		r.buckets[key] = b
-	}
-	return b
 }

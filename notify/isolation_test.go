@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -83,4 +85,69 @@ func TestSkippedTargetSaysWhy(t *testing.T) {
 		ContainSubstring(`forge ("github.com")`)))
 	g.Expect(got.Status.Failed).To(BeZero())
 	g.Expect(got.Status.Targets).To(ConsistOf(HaveField("Result", "k1")), "the cursor moved past it")
+}
+
+// TestTenantsDoNotShareARateLimit: Notifiers of two namespaces post to the same host with
+// their addresses in Secrets (so their specs are alike); tenant A's 30 notifications use
+// up A's burst and wait, and tenant B's is sent at once, the fake clock standing still.
+func TestTenantsDoNotShareARateLimit(t *testing.T) {
+	g := NewWithT(t)
+	c := newChat(t)
+	var objs []client.Object
+	tenant := func(ns string) (*convergev1.Notifier, *worker) {
+		n := &convergev1.Notifier{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team"},
+			Spec: convergev1.NotifierSpec{Provider: convergev1.NotificationProvider{Type: "slack",
+				SecretRef: &convergev1.LocalObjectReference{Name: "chat"}}}}
+		objs = append(objs, n, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chat"},
+			Data: map[string][]byte{"address": []byte(c.srv.URL + "/services/" + ns)}})
+		return n, &worker{key: client.ObjectKeyFromObject(n)}
+	}
+	na, wa := tenant("tenant-a")
+	nb, wb := tenant("tenant-b")
+	clk := clocktesting.NewFakeClock(t0)
+	r, _ := unitReconciler(clk, Options{RateLimit: 2, RateBurst: 10, MaxTries: 1}, objs...)
+	wa.r, wb.r = r, r
+	say := func(ns string, i int) item {
+		return item{target: "web", send: true, msg: Message{Event: "Failed", Namespace: ns, Target: "web", Message: fmt.Sprint("failure ", i)}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for i := range 30 {
+			_, _, _ = wa.deliver(ctx, na, say("tenant-a", i), "")
+		}
+	}()
+	g.Eventually(c.received).Should(HaveLen(10), "tenant A's burst")
+	g.Eventually(clk.HasWaiters).Should(BeTrue(), "tenant A waits for its rate limit")
+
+	delivered := make(chan string, 1)
+	go func() {
+		result, _, _ := wb.deliver(ctx, nb, say("tenant-b", 0), "")
+		delivered <- result
+	}()
+	g.Eventually(delivered).Should(Receive(Equal("delivered")), "tenant B waited for tenant A")
+	g.Expect(c.received()).To(HaveLen(11))
+	g.Expect(c.received()[10]).To(ContainSubstring("tenant-b/web"))
+}
+
+// TestIdleRateLimitsAreForgotten: a Notifier's bucket is forgotten once it is full again
+// (idle for burst/rate on the fake clock), and one still refilling is kept.
+func TestIdleRateLimitsAreForgotten(t *testing.T) {
+	g := NewWithT(t)
+	clk := clocktesting.NewFakeClock(t0)
+	r, _ := unitReconciler(clk, Options{RateLimit: 2, RateBurst: 10})
+	a, b := types.NamespacedName{Namespace: "a", Name: "n"}, types.NamespacedName{Namespace: "b", Name: "n"}
+	for range 10 {
+		g.Expect(r.limits.delay(a, "https://hooks.example.com/a", clk.Now())).To(BeZero())
+	}
+	clk.Step(time.Second)
+	g.Expect(r.limits.delay(b, "https://hooks.example.com/b", clk.Now())).To(BeZero())
+	g.Expect(r.limits.buckets).To(HaveLen(2), "a is refilling: 2 of 10")
+	clk.Step(4 * time.Second)
+	g.Expect(r.limits.delay(b, "https://hooks.example.com/b", clk.Now())).To(BeZero())
+	g.Expect(r.limits.buckets).To(HaveLen(1), "a is full again, and forgotten")
+	g.Expect(r.limits.buckets).To(HaveKey(limiterKey{notifier: b, host: "hooks.example.com"}))
+	for range 10 {
+		g.Expect(r.limits.delay(a, "https://hooks.example.com/a", clk.Now())).To(BeZero(), "a's burst, as if never forgotten")
+	}
 }

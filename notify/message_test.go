@@ -111,12 +111,14 @@ func TestBackoffAndRateLimit(t *testing.T) {
 	g.Expect(backoff(1, time.Second, time.Minute, 30*time.Second, half)).To(Equal(30 * time.Second))
 	g.Expect(backoff(3, time.Second, time.Minute, 0, func() float64 { return 0 })).To(Equal(3200 * time.Millisecond))
 
-	b := newTokenBucket(2, 3)
+	l := newLimiters(2, 3)
+	a := types.NamespacedName{Namespace: "a", Name: "n"}
 	for range 3 {
-		g.Expect(b.reserve(t0)).To(BeZero())
+		g.Expect(l.delay(a, "https://hooks.example.com/x", t0)).To(BeZero())
 	}
-	g.Expect(b.reserve(t0)).To(Equal(500 * time.Millisecond))
-	g.Expect(b.reserve(t0.Add(10*time.Second))).To(BeZero(), "refilled")
+	g.Expect(l.delay(a, "https://hooks.example.com/x", t0)).To(Equal(500 * time.Millisecond))
+	g.Expect(l.delay(a, "https://hooks.example.com/x", t0.Add(10*time.Second))).To(BeZero(), "refilled")
+	g.Expect(newLimiters(-1, 0).delay(a, "https://hooks.example.com/x", t0)).To(BeZero(), "no limit")
 }
 
 // TestSummaryTemplate: spec.summary shapes the text; a broken template is refused.

@@ -99,12 +99,12 @@ func (w *worker) deliver(ctx context.Context, n *convergev1.Notifier, it item, l
 	return resultDelivered, digest, nil
 }
 
-// send sends req within the provider's rate limit, retrying with backoff
+// send sends req within the Notifier's rate limit towards its host, retrying with backoff
 // what may succeed later, at most MaxTries times.
 func (w *worker) send(ctx context.Context, n *convergev1.Notifier, it item, req *request) error {
 	kind := string(n.Spec.Provider.Type)
 	for try := 1; ; try++ {
-		if !w.sleep(ctx, w.r.limiter(n).reserve(w.r.opts.Clock.Now())) {
+		if !w.sleep(ctx, w.r.limits.delay(w.key, req.url, w.r.opts.Clock.Now())) {
 			return ctx.Err()
 		}
 		err := send(ctx, w.r.opts.HTTPClient, req, kind, w.r.opts.Clock.Now())
