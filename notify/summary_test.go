@@ -71,9 +71,16 @@ func TestHostileSummaryRefused(t *testing.T) {
 	g.Expect(out).To(Equal(":rewind: shop/web at 0123456: health check failed: (156, 0)"))
 }
 
-// TestSummaryStopsAtItsDeadline: an execution whose context ended stops at its next step.
+// TestSummaryStopsAtItsDeadline: an execution whose context ended stops at its next step,
+// and one that takes more steps (function calls and writes) than its budget stops there
+// (a template the CRD accepts, at most 4096 bytes, cannot take as many).
 func TestSummaryStopsAtItsDeadline(t *testing.T) {
 	g := NewWithT(t)
+	long, err := parseSummary(strings.Repeat(`{{print}}`, maxSummarySteps+1))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = long.text(context.Background(), rolledBackMsg())
+	g.Expect(err).To(MatchError(ContainSubstring("stopped after 10000 steps")))
+
 	s, err := parseSummary(`{{.Event}} {{print .Message}}`)
 	g.Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
