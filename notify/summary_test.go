@@ -120,3 +120,26 @@ func TestHostileSummaryIsInvalidSpec(t *testing.T) {
 	g.Expect(ready.Message).To(ContainSubstring("spec.summary: range is not allowed"))
 	g.Expect(r.workers).NotTo(HaveKey(types.NamespacedName{Namespace: "shop", Name: "team"}))
 }
+
+// FuzzSummary: a summary template is refused, or its execution ends having taken at most
+// one step (a function call or a write) per byte of the template: no node runs twice.
+func FuzzSummary(f *testing.F) {
+	for _, s := range []string{spinForever, `{{.Event}} {{.Target}}`, `{{if eq .Event "Failed"}}x{{else}}{{printf "%5.3s" .Message}}{{end}}`,
+		`{{with .Commit}}{{slice . 0 7}}{{end}}`, `{{$a := print .Message}}{{$a = print $a $a}}{{js $a}}`,
+		`{{define "a"}}{{template "a" .}}{{end}}`, `{{range .Created}}{{end}}`, `{{call .Message}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sum, err := parseSummary(s)
+		if err != nil || sum == nil {
+			return
+		}
+		out, err := sum.text(context.Background(), rolledBackMsg())
+		if steps := maxSummarySteps - sum.budget.steps; steps > len(s) {
+			t.Fatalf("%q took %d steps", s, steps)
+		}
+		if err == nil && len([]rune(out)) > maxText {
+			t.Fatalf("%q made %d runes", s, len([]rune(out)))
+		}
+	})
+}
