@@ -35,10 +35,13 @@ type Options struct {
 	Jitter func() float64
 	// QueueSize bounds the notifications one Notifier holds at once (default 256).
 	QueueSize int
-	// RateLimit per second and RateBurst of requests to one provider (type and address
-	// or forge); default 2/s, burst 10.
+	// RateLimit per second and RateBurst of the requests of one Notifier to one host;
+	// default 2/s, burst 10; negative: no limit.
 	RateLimit float64
 	RateBurst int
+	// StopTimeout bounds the wait for a worker to end when its Notifier goes or the daemon
+	// stops (default 10s); a worker still busy then is left to end on its own.
+	StopTimeout time.Duration
 }
 
 func (o *Options) defaults() {
@@ -64,6 +67,9 @@ func (o *Options) defaults() {
 	if o.RateLimit == 0 {
 		o.RateLimit, o.RateBurst = 2, 10
 	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 10 * time.Second
+	}
 }
 
 // Reconciler runs one delivery worker per Notifier. It watches SyncTargets and wakes the
@@ -79,14 +85,14 @@ type Reconciler struct {
 	base    context.Context
 	mu      gosync.Mutex
 	workers map[types.NamespacedName]*worker
-	buckets map[string]*tokenBucket
+	limits  *limiters
 }
 
 // NewReconciler returns a Notifier reconciler; SetupWithManager wires it.
 func NewReconciler(c client.Client, apiReader client.Reader, o Options) *Reconciler {
 	o.defaults()
 	return &Reconciler{Client: c, APIReader: apiReader, opts: o,
-		workers: map[types.NamespacedName]*worker{}, buckets: map[string]*tokenBucket{}}
+		workers: map[types.NamespacedName]*worker{}, limits: newLimiters(o.RateLimit, o.RateBurst)}
 }
 
 // SetupWithManager registers the controller (leader only, like the sync controller), its
@@ -127,10 +133,24 @@ func (r *Reconciler) Start(ctx context.Context) error {
 		ws = append(ws, w)
 	}
 	r.mu.Unlock()
-	for _, w := range ws {
-		<-w.done
-	}
+	r.awaitWorkers(ws...)
 	return nil
+}
+
+// awaitWorkers waits for the workers (already told to stop) to end, at most StopTimeout on
+// the injected clock all told; a worker still busy then is logged and left to end on its own.
+func (r *Reconciler) awaitWorkers(ws ...*worker) {
+	deadline := r.opts.Clock.NewTimer(r.opts.StopTimeout)
+	defer deadline.Stop()
+	for _, w := range ws {
+		select {
+		case <-w.done:
+		case <-deadline.C():
+			r.log.Info("a notifier's worker did not stop in time; leaving it", "notifier", w.key.String(),
+				"timeout", r.opts.StopTimeout)
+			return
+		}
+	}
 }
 
 // notifiersOf maps a SyncTarget to the Notifiers of its namespace.
@@ -205,20 +225,6 @@ func (r *Reconciler) stopWorker(key types.NamespacedName) {
 	r.mu.Unlock()
 	if ok {
 		w.stop()
-		<-w.done
+		r.awaitWorkers(w)
 	}
-}
-
-// limiter is the token bucket of the Notifier's provider: its type and address, shared by
-// every Notifier posting there.
-func (r *Reconciler) limiter(n *convergev1.Notifier) *tokenBucket {
-	key := string(n.Spec.Provider.Type) + " " + n.Spec.Provider.Address
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, ok := r.buckets[key]
-	if !ok {
-		b = newTokenBucket(r.opts.RateLimit, r.opts.RateBurst)
-		r.buckets[key] = b
-	}
-	return b
 }

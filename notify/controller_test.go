@@ -134,7 +134,7 @@ func TestCommitStatuses(t *testing.T) {
 	e.secret("gh", map[string]string{"token": "ghp-s3cret"})
 	e.notifier("github", convergev1.NotificationProvider{Type: "github", Address: srv.URL,
 		SecretRef: &convergev1.LocalObjectReference{Name: "gh"}}, nil)
-	st := e.syncTarget("web", "git@github.com:acme/app.git")
+	st := e.syncTarget("web", "git@127.0.0.1:acme/app.git") // on the forge's host (the port aside)
 
 	e.setStatus(st, deploying(bad))
 	g.Eventually(func() int { return len(*got) }).WithTimeout(20 * time.Second).Should(Equal(1))

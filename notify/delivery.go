@@ -2,7 +2,6 @@ package notify
 
 import (
 	"math/rand/v2"
-	gosync "sync"
 	"time"
 )
 
@@ -20,38 +19,4 @@ func backoff(try int, base, maxWait, retryAfter time.Duration, jitter func() flo
 	}
 	d = time.Duration(float64(d) * (0.8 + 0.4*jitter()))
 	return max(d, retryAfter)
-}
-
-// tokenBucket limits the requests to one provider: rate per second, burst at once. It
-// takes the time from its caller, so that tests drive it with a fake clock.
-type tokenBucket struct {
-	mu     gosync.Mutex
-	rate   float64
-	burst  float64
-	tokens float64
-	last   time.Time
-}
-
-func newTokenBucket(rate float64, burst int) *tokenBucket {
-	return &tokenBucket{rate: rate, burst: float64(burst), tokens: float64(burst)}
-}
-
-// reserve takes a token and says how long to wait before using it.
-func (b *tokenBucket) reserve(now time.Time) time.Duration {
-	if b == nil || b.rate <= 0 {
-		return 0
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.last.IsZero() && now.After(b.last) {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	if b.last.IsZero() || now.After(b.last) {
-		b.last = now
-	}
-	b.tokens--
-	if b.tokens >= 0 {
-		return 0
-	}
-	return time.Duration(-b.tokens / b.rate * float64(time.Second))
 }

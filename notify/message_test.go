@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -110,12 +111,14 @@ func TestBackoffAndRateLimit(t *testing.T) {
 	g.Expect(backoff(1, time.Second, time.Minute, 30*time.Second, half)).To(Equal(30 * time.Second))
 	g.Expect(backoff(3, time.Second, time.Minute, 0, func() float64 { return 0 })).To(Equal(3200 * time.Millisecond))
 
-	b := newTokenBucket(2, 3)
+	l := newLimiters(2, 3)
+	a := types.NamespacedName{Namespace: "a", Name: "n"}
 	for range 3 {
-		g.Expect(b.reserve(t0)).To(BeZero())
+		g.Expect(l.delay(a, "https://hooks.example.com/x", t0)).To(BeZero())
 	}
-	g.Expect(b.reserve(t0)).To(Equal(500 * time.Millisecond))
-	g.Expect(b.reserve(t0.Add(10*time.Second))).To(BeZero(), "refilled")
+	g.Expect(l.delay(a, "https://hooks.example.com/x", t0)).To(Equal(500 * time.Millisecond))
+	g.Expect(l.delay(a, "https://hooks.example.com/x", t0.Add(10*time.Second))).To(BeZero(), "refilled")
+	g.Expect(newLimiters(-1, 0).delay(a, "https://hooks.example.com/x", t0)).To(BeZero(), "no limit")
 }
 
 // TestSummaryTemplate: spec.summary shapes the text; a broken template is refused.
@@ -123,17 +126,13 @@ func TestSummaryTemplate(t *testing.T) {
 	g := NewWithT(t)
 	tmpl, err := parseSummary(`{{.Event}} {{.Namespace}}/{{.Target}} at {{.Commit}}: {{.Message}}`)
 	g.Expect(err).NotTo(HaveOccurred())
-	out, err := text(tmpl, rolledBackMsg())
+	out, err := tmpl.text(context.Background(), rolledBackMsg())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(HavePrefix("RolledBack shop/web at " + sha + ": health check failed"))
 	_, err = parseSummary(`{{.Event`)
 	g.Expect(err).To(MatchError(ContainSubstring("spec.summary")))
-	tmpl, _ = parseSummary(`{{.NoSuchField}}`)
-	_, err = text(tmpl, rolledBackMsg())
-	g.Expect(err).To(HaveOccurred())
-	tmpl, _ = parseSummary(`{{range $i := .Message}}{{end}}`) // ranging over a string fails, not loops
-	_, err = text(tmpl, rolledBackMsg())
-	g.Expect(err).To(HaveOccurred())
+	_, err = parseSummary(`{{.NoSuchField}}`)
+	g.Expect(err).To(MatchError(ContainSubstring("only the message's own fields")))
 }
 
 // TestDriftItem: the newest DriftCorrected Event of the target not yet reported; a series

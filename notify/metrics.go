@@ -18,7 +18,7 @@ import (
 var (
 	notificationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "converge_notifications_total",
-		Help: "Notifications by result: delivered, failed (given up or refused), deduplicated (identical to the previous one, not sent).",
+		Help: "Notifications by result: delivered, failed (given up or refused), deduplicated (identical to the previous one, not sent), skipped (not sent by decision, e.g. a repository on another host than the Notifier's forge).",
 	}, []string{"result"})
 	notificationFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "converge_notification_failures_total",

@@ -125,9 +125,9 @@ func TestProviderRequests(t *testing.T) {
 				c.username, c.password = "", ""
 			}
 			m := rolledBackMsg()
-			txt, err := text(nil, m)
+			txt, err := (*summary)(nil).text(context.Background(), m)
 			g.Expect(err).NotTo(HaveOccurred())
-			req, err := buildRequest(p, c, notification{msg: m, text: txt, sourceURL: "git@github.com:acme/app.git"})
+			req, err := buildRequest(p, c, notification{msg: m, text: txt, sourceURL: "ssh://git@127.0.0.1:2222/acme/app.git"})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(send(context.Background(), http.DefaultClient, req, string(tt.typ), time.Now())).To(Succeed())
 			g.Expect(*got).To(HaveLen(1))
@@ -188,9 +188,12 @@ func TestSendClassifiesAnswers(t *testing.T) {
 	})
 }
 
-// TestForgeFromSourceURL: the forge API and repository come from the SyncTarget's URL in
-// its https, ssh and scp forms, unless the provider overrides them.
+// TestForgeFromSourceURL: the forge is the Notifier's (provider.address, or the public
+// service of its type); the repository comes from the SyncTarget's URL in its https, ssh
+// and scp forms when it is on that forge's host, unless the provider names it.
 func TestForgeFromSourceURL(t *testing.T) {
+	gh := convergev1.NotificationProvider{Type: "github"}
+	ghe := convergev1.NotificationProvider{Type: "github", Address: "https://ghe.example.com/api/v3/"}
 	tests := []struct {
 		name, url string
 		p         convergev1.NotificationProvider
@@ -198,16 +201,21 @@ func TestForgeFromSourceURL(t *testing.T) {
 		wantRepo  string
 		wantErr   string
 	}{
-		{"github https", "https://github.com/acme/app.git", convergev1.NotificationProvider{Type: "github"}, "https://api.github.com", "acme/app", ""},
-		{"github scp", "git@github.com:acme/app.git", convergev1.NotificationProvider{Type: "github"}, "https://api.github.com", "acme/app", ""},
-		{"github enterprise ssh", "ssh://git@ghe.example.com:2222/acme/app", convergev1.NotificationProvider{Type: "github"}, "https://ghe.example.com/api/v3", "acme/app", ""},
-		{"gitlab subgroup", "https://gitlab.example.com/group/sub/app.git", convergev1.NotificationProvider{Type: "gitlab"}, "https://gitlab.example.com", "group/sub/app", ""},
-		{"gitea http with port", "http://git.local:3000/acme/app", convergev1.NotificationProvider{Type: "gitea"}, "http://git.local:3000", "acme/app", ""},
+		{"github https", "https://github.com/acme/app.git", gh, "https://api.github.com", "acme/app", ""},
+		{"github scp", "git@github.com:acme/app.git", gh, "https://api.github.com", "acme/app", ""},
+		{"github's api address", "https://GitHub.com/acme/app", convergev1.NotificationProvider{Type: "github", Address: "https://api.github.com"}, "https://api.github.com", "acme/app", ""},
+		{"github enterprise ssh", "ssh://git@ghe.example.com:2222/acme/app", ghe, "https://ghe.example.com/api/v3", "acme/app", ""},
+		{"gitlab.com subgroup", "https://gitlab.com/group/sub/app.git", convergev1.NotificationProvider{Type: "gitlab"}, "https://gitlab.com", "group/sub/app", ""},
+		{"self-hosted gitlab", "https://gitlab.example.com/group/app.git", convergev1.NotificationProvider{Type: "gitlab", Address: "https://gitlab.example.com"}, "https://gitlab.example.com", "group/app", ""},
+		{"gitea over http when the address says so", "http://git.local:3000/acme/app", convergev1.NotificationProvider{Type: "gitea", Address: "http://git.local:3000"}, "http://git.local:3000", "acme/app", ""},
 		{"bitbucket", "git@bitbucket.org:ws/app.git", convergev1.NotificationProvider{Type: "bitbucket"}, "https://api.bitbucket.org", "ws/app", ""},
 		{"address and repository override", "https://user:pw@mirror.example.com/x.git",
 			convergev1.NotificationProvider{Type: "gitea", Address: "http://127.0.0.1:9/", Repository: "acme/app"}, "http://127.0.0.1:9", "acme/app", ""},
-		{"no repository path", "https://user:s3cret@github.com/app", convergev1.NotificationProvider{Type: "github"}, "", "", "set provider.repository"},
-		{"unreadable url", "https://user:s3cret@[bad", convergev1.NotificationProvider{Type: "github"}, "", "", "cannot read the source url"},
+		{"github enterprise is not github.com", "ssh://git@ghe.example.com/acme/app", gh, "", "", `skipped: the SyncTarget's repository is on "ghe.example.com", not on this Notifier's forge ("github.com")`},
+		{"a self-hosted gitlab needs its address", "https://gitlab.example.com/group/app.git", convergev1.NotificationProvider{Type: "gitlab"}, "", "", "skipped"},
+		{"another host than the address", "https://user:s3cret@github.com/acme/app", ghe, "", "", `on "github.com", not on this Notifier's forge ("ghe.example.com")`},
+		{"no repository path", "https://user:s3cret@github.com/app", gh, "", "", "set provider.repository"},
+		{"unreadable url", "https://user:s3cret@[bad", gh, "", "", "cannot read the source url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,19 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
 
+// The results of an item, as the converge_notifications_total metric counts them.
+const (
+	resultDelivered    = "delivered"
+	resultFailed       = "failed"
+	resultDeduplicated = "deduplicated"
+	resultSkipped      = "skipped"
+)
+
+// TargetSkippedReason is the reason of a Notifier's Ready condition (False) when it did
+// not send a notification about a SyncTarget by decision, e.g. a commit status for a
+// repository on another host than the Notifier's forge.
+const TargetSkippedReason = "TargetSkipped"
+
 // process delivers one item (or only marks it seen), retrying with backoff, and records
 // the cursor. When ctx ends before the item is done, nothing is recorded: the next
 // instance derives it again and delivers it.
@@ -31,74 +44,97 @@ func (w *worker) process(ctx context.Context, n *convergev1.Notifier, it item) {
 	}
 	w.setCursor(cur)
 	w.written = false
-	switch result {
-	case "delivered":
-		w.status.Delivered++
-		w.setReady(n, metav1.ConditionTrue, convergev1.DeliveredReason,
-			fmt.Sprintf("delivered %s of %s/%s", it.msg.Event, it.msg.Namespace, it.target))
-	case "failed":
-		w.status.Failed++
-		notificationFailures.WithLabelValues(string(n.Spec.Provider.Type)).Inc()
-		w.setReady(n, metav1.ConditionFalse, convergev1.DeliveryFailedReason,
-			fmt.Sprintf("gave up on %s of %s/%s: %v", it.msg.Event, it.msg.Namespace, it.target, err))
-		ctrl.LoggerFrom(ctx).Info("gave up on a notification", "target", it.target, "event", it.msg.Event, "error", err.Error())
-	}
+	w.record(ctx, n, it, result, err)
 	if result != "" {
 		notificationsTotal.WithLabelValues(result).Inc()
 	}
 	w.flush(ctx, n)
 }
 
+// record counts what became of an item and says so on Ready.
+func (w *worker) record(ctx context.Context, n *convergev1.Notifier, it item, result string, err error) {
+	what := fmt.Sprintf("%s of %s/%s", it.msg.Event, it.msg.Namespace, it.target)
+	switch result {
+	case resultDelivered:
+		w.status.Delivered++
+		w.setReady(n, metav1.ConditionTrue, convergev1.DeliveredReason, "delivered "+what)
+	case resultSkipped:
+		w.setReady(n, metav1.ConditionFalse, TargetSkippedReason, fmt.Sprintf("%s: %v", what, err))
+		ctrl.LoggerFrom(ctx).Info("skipped a notification", "target", it.target, "event", it.msg.Event, "reason", err.Error())
+	case resultFailed:
+		w.status.Failed++
+		notificationFailures.WithLabelValues(string(n.Spec.Provider.Type)).Inc()
+		w.setReady(n, metav1.ConditionFalse, convergev1.DeliveryFailedReason, fmt.Sprintf("gave up on %s: %v", what, err))
+		ctrl.LoggerFrom(ctx).Info("gave up on a notification", "target", it.target, "event", it.msg.Event, "error", err.Error())
+	}
+}
+
 // deliver sends it unless it is only to be marked seen, has nothing to say to this
-// provider, or is identical to the last message sent for its target. result is
-// "delivered", "failed", "deduplicated" or "" (nothing sent).
+// provider, is skipped, or is identical to the last message sent for its target. result
+// is one of the results above, or "" (nothing sent).
 func (w *worker) deliver(ctx context.Context, n *convergev1.Notifier, it item, lastDigest string) (result, digest string, err error) {
 	if !it.send {
 		return "", "", nil
 	}
 	req, err := w.request(ctx, n, it)
-	if err != nil {
-		return "failed", "", err
-	}
-	if req == nil {
+	var skip *skipError
+	switch {
+	case errors.As(err, &skip):
+		return resultSkipped, "", err
+	case err != nil:
+		return resultFailed, "", err
+	case req == nil:
 		return "", "", nil
 	}
 	digest = req.digest()
 	if digest == lastDigest {
-		return "deduplicated", digest, nil
+		return resultDeduplicated, digest, nil
 	}
-	kind := string(n.Spec.Provider.Type)
-	for try := 1; ; try++ {
-		if !w.sleep(ctx, w.r.limiter(n).reserve(w.r.opts.Clock.Now())) {
+	if err := w.send(ctx, n, it, req); err != nil {
+		if ctx.Err() != nil {
 			return "", "", ctx.Err()
 		}
-		err = send(ctx, w.r.opts.HTTPClient, req, kind, w.r.opts.Clock.Now())
+		return resultFailed, "", err
+	}
+	return resultDelivered, digest, nil
+}
+
+// send sends req within the Notifier's rate limit towards its host, retrying with backoff
+// what may succeed later, at most MaxTries times.
+func (w *worker) send(ctx context.Context, n *convergev1.Notifier, it item, req *request) error {
+	kind := string(n.Spec.Provider.Type)
+	for try := 1; ; try++ {
+		if !w.sleep(ctx, w.r.limits.delay(w.key, req.url, w.r.opts.Clock.Now())) {
+			return ctx.Err()
+		}
+		err := send(ctx, w.r.opts.HTTPClient, req, kind, w.r.opts.Clock.Now())
 		if err == nil {
-			return "delivered", digest, nil
+			return nil
 		}
 		var se *sendError
 		if !errors.As(err, &se) || !se.retryable || try >= w.r.opts.MaxTries {
 			if se != nil && se.retryable {
 				err = fmt.Errorf("%w (after %d tries)", err, try)
 			}
-			return "failed", "", err
+			return err
 		}
 		notificationRetries.WithLabelValues(kind).Inc()
 		wait := backoff(try, w.r.opts.BaseBackoff, w.r.opts.MaxBackoff, se.retryAfter, w.r.opts.Jitter)
 		ctrl.LoggerFrom(ctx).V(1).Info("retrying a notification", "target", it.target, "error", err.Error(), "after", wait)
 		if !w.sleep(ctx, wait) {
-			return "", "", ctx.Err()
+			return ctx.Err()
 		}
 	}
 }
 
-// request builds the provider's request: the message text and the credentials.
+// request builds the provider's request: the message text and the credentials. The
+// summary template is checked again before it is executed.
 func (w *worker) request(ctx context.Context, n *convergev1.Notifier, it item) (*request, error) {
-	tmpl, err := parseSummary(n.Spec.Summary)
+	sum, err := parseSummary(n.Spec.Summary)
 	if err != nil {
 		return nil, err
 	}
-	txt, err := text(tmpl, it.msg)
+	txt, err := sum.text(ctx, it.msg)
 	if err != nil {
 		return nil, err
 	}
