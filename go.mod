@@ -39,7 +39,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require github.com/chromedp/cdproto v0.160.1
+require (
+	github.com/chromedp/cdproto v0.160.1
+	golang.org/x/time v0.15.0
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect
@@ -116,7 +119,6 @@ require (
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.5.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect
