@@ -46,7 +46,7 @@ func startUI(t *testing.T, kubeconfig string, args ...string) string {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if m := regexp.MustCompile(`http://127\.0\.0\.1:\d+/\?token=[0-9a-f]+`).FindString(sc.Text()); m != "" {
+			if m := regexp.MustCompile(`http://127\.\d+\.\d+\.\d+:\d+/\?token=[0-9a-f]+`).FindString(sc.Text()); m != "" {
 				found <- m
 				break
 			}

@@ -41,7 +41,7 @@ func TestDevPrintsTheUIURL(t *testing.T) {
 		}
 	})
 
-	banner := regexp.MustCompile(`web UI: +(http://127\.0\.0\.1:[0-9]+/\?token=[A-Za-z0-9_-]+) `)
+	banner := regexp.MustCompile(`web UI: +(http://127\.[0-9]+\.[0-9]+\.[0-9]+:[0-9]+/\?token=[A-Za-z0-9_-]+) `)
 	var url string
 	g.Eventually(func() bool {
 		d.mu.Lock()

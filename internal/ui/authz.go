@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
@@ -43,6 +44,24 @@ func (s *Server) authorize(ctx context.Context, verb, group, resource, ns, name 
 // authorizeTarget checks verb on one SyncTarget.
 func (s *Server) authorizeTarget(ctx context.Context, verb, ns, name string) error {
 	return s.authorize(ctx, verb, convergev1.GroupVersion.Group, synctargets, ns, name)
+}
+
+// readTarget reads the SyncTarget key for a user who may do verb on it, asking first:
+// a user who may not gets the same deniedError whether it exists or not, so that no
+// route tells of a SyncTarget its user may not read. Every route that names a
+// SyncTarget reads it through here (actions authorize "patch" before they read it).
+func (s *Server) readTarget(ctx context.Context, verb string, key client.ObjectKey) (*convergev1.SyncTarget, error) {
+	if err := s.authorizeTarget(ctx, verb, key.Namespace, key.Name); err != nil {
+		return nil, err
+	}
+	st, found, err := s.store.Target(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errNotFound
+	}
+	return st, nil
 }
 
 // visible keeps the SyncTargets of the namespaces the request's user may list.

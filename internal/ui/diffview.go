@@ -30,9 +30,9 @@ type diffView struct {
 var signs = map[diff.Action]string{diff.Create: "+", diff.Change: "~", diff.Prune: "-"}
 
 func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
-	st, found, err := s.store.Target(r.Context(), keyOf(r))
-	if err != nil || !found {
-		s.fail(w, r, orNotFound(err))
+	st, err := s.readTarget(r.Context(), "get", keyOf(r))
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	v := &diffView{}
@@ -82,11 +82,4 @@ func diffLines(d string) []diffLine {
 		out = append(out, diffLine{Class: c, Text: l})
 	}
 	return out
-}
-
-func orNotFound(err error) error {
-	if err == nil {
-		return errNotFound
-	}
-	return err
 }

@@ -196,6 +196,7 @@ func TestHostAndAccessToken(t *testing.T) {
 	rec = get(t, s, "http://127.0.0.1:8080/?ns=a&token=s3cret")
 	g.Expect(rec.Code).To(Equal(http.StatusSeeOther))
 	g.Expect(rec.Header().Get("Location")).To(Equal("/?ns=a"), "the token leaves the URL")
+	g.Expect(get(t, s, "http://127.0.0.1:8080//evil.example/?token=s3cret").Header().Get("Location")).To(Equal("/"), "never to another host")
 	cookie := rec.Result().Cookies()[0]
 	g.Expect(cookie.HttpOnly).To(BeTrue())
 	g.Expect(cookie.SameSite).To(Equal(http.SameSiteStrictMode))
@@ -205,6 +206,19 @@ func TestHostAndAccessToken(t *testing.T) {
 	rec = httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
 	g.Expect(rec.Code).To(Equal(http.StatusOK))
+
+	// A browser that came from elsewhere (the page converge ui --open writes is a file)
+	// would not send a SameSite=Strict cookie along a redirect: it gets a page of this
+	// origin that goes on by itself.
+	req = httptest.NewRequest(http.MethodGet, "http://127.0.0.1:8080/?ns=a&token=s3cret", nil)
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	g.Expect(rec.Code).To(Equal(http.StatusOK))
+	g.Expect(rec.Result().Cookies()).To(HaveLen(1))
+	g.Expect(rec.Body.String()).To(ContainSubstring(`<meta http-equiv="refresh" content="0; url=/?ns=a">`))
+	g.Expect(rec.Body.String()).NotTo(ContainSubstring("s3cret"))
+	g.Expect(rec.Header().Get("Cache-Control")).To(Equal("no-store"))
 }
 
 // post sends an action as the page's script does.

@@ -1,8 +1,10 @@
 package ui
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -65,6 +67,20 @@ func (h *hub) subscribers() int {
 // keepAlive is how often an idle stream gets a comment, so that proxies keep it open.
 const keepAlive = 25 * time.Second
 
+// streamRetry is the Retry-After of a stream refused for the caps.
+const streamRetry = 30 * time.Second
+
+// openStream counts an /events stream against the caps of in-cluster mode (per user and
+// in all); release ends it. `converge ui` serves one user and counts nothing.
+func (s *Server) openStream(ctx context.Context) (release func(), err error) {
+	ic := s.opts.InCluster
+	if ic == nil {
+		return func() {}, nil
+	}
+	ic.init()
+	return ic.streams.acquire(requestUser(ctx))
+}
+
 // serveEvents streams changes as server-sent events: "event: target" or "event: event",
 // the data "namespace/name".
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
@@ -73,6 +89,13 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "streaming is not supported", http.StatusInternalServerError)
 		return
 	}
+	release, err := s.openStream(r.Context())
+	if err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(streamRetry)))
+		http.Error(w, err.Error(), http.StatusTooManyRequests)
+		return
+	}
+	defer release()
 	ch, cancel := s.hub.subscribe()
 	defer cancel()
 	w.Header().Set("Content-Type", "text/event-stream")

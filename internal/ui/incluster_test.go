@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,20 +34,9 @@ func grant(t *testing.T, c client.Client, ns, sa, name string, verbs ...string) 
 	}
 }
 
-// as sends a request with a bearer token.
+// as sends a request with a bearer token, from httptest's client address.
 func as(s http.Handler, token, method, path string, form url.Values) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, "http://ui.example"+path, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for k, v := range fromPage {
-		req.Header.Set(k, v)
-	}
-	req.Header.Set("Origin", "http://ui.example")
-	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, req)
-	return rec
+	return from(s, "192.0.2.1:1234", token, method, path, form)
 }
 
 // TestInClusterAuthorizesEachUser serves the UI with the server's (admin) identity to a

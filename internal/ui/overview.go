@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"errors"
 	"net/http"
 	"sort"
 	"strconv"
@@ -185,15 +186,19 @@ func (s *Server) serveOverviewFragment(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, "summary", v)
 }
 
-// serveRow is one row of the overview; 204 when the target is gone or filtered out.
+// serveRow is one row of the overview; 204 when the target is gone, filtered out or
+// not the user's to read.
 func (s *Server) serveRow(w http.ResponseWriter, r *http.Request) {
-	key := keyOf(r)
-	st, found, err := s.store.Target(r.Context(), key)
-	if err != nil {
+	st, err := s.readTarget(r.Context(), "get", keyOf(r))
+	var denied *deniedError
+	switch {
+	case errors.Is(err, errNotFound), errors.As(err, &denied):
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case err != nil:
 		s.fail(w, r, err)
 		return
-	}
-	if !found || !filterOf(r).matches(st, stateOf(st)) || s.authorizeTarget(r.Context(), "get", key.Namespace, key.Name) != nil {
+	case !filterOf(r).matches(st, stateOf(st)):
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}

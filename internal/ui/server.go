@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,8 @@ type Options struct {
 	// prints); the browser then keeps it in a strict cookie. Other local users of the
 	// machine cannot use the UI (and the user's credentials) without it.
 	AccessToken string
+	// TokenUsed, when set, is called each time a URL carrying AccessToken is accepted.
+	TokenUsed func()
 	// AllowedHosts, when set, are the only Host headers served (against DNS rebinding).
 	AllowedHosts []string
 	// Now is the clock of the ages shown; nil is time.Now.
@@ -171,19 +174,14 @@ func (s *Server) hostAllowed(host string) bool {
 const tokenCookie = "converge-ui"
 
 // authenticated checks the access token: a ?token= that matches sets the cookie and
-// redirects to the same URL without it; otherwise the cookie must match.
+// sends the browser on to the same URL without it; otherwise the cookie must match.
 func (s *Server) authenticated(w http.ResponseWriter, r *http.Request) bool {
 	want := s.opts.AccessToken
 	if want == "" {
 		return true
 	}
 	if t := r.URL.Query().Get("token"); t != "" && r.Method == http.MethodGet && equal(t, want) {
-		http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: want, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-		u := *r.URL
-		q := u.Query()
-		q.Del("token")
-		u.RawQuery = q.Encode()
-		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+		s.admit(w, r)
 		return false
 	}
 	if c, err := r.Cookie(tokenCookie); err == nil && equal(c.Value, want) {
@@ -191,6 +189,33 @@ func (s *Server) authenticated(w http.ResponseWriter, r *http.Request) bool {
 	}
 	http.Error(w, "open the URL that converge ui printed (it carries the access token)", http.StatusUnauthorized)
 	return false
+}
+
+// admit sets the access token's cookie and sends the browser on to the request's URL
+// without the token.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) {
+	// Host-only (no Domain): the browser sends it back to this host name only. Not
+	// Secure: the UI is served over plain HTTP on a loopback address.
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.opts.AccessToken, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	if s.opts.TokenUsed != nil {
+		s.opts.TokenUsed()
+	}
+	u := url.URL{Path: r.URL.Path, RawQuery: r.URL.RawQuery}
+	if strings.HasPrefix(u.Path, "//") {
+		u.Path = "/" // not another host's
+	}
+	q := u.Query()
+	q.Del("token")
+	u.RawQuery = q.Encode()
+	if r.Header.Get("Sec-Fetch-Site") == "" {
+		// Not a browser: a redirect.
+		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+		return
+	}
+	// A browser goes on from a page of this origin: a navigation the page starts carries
+	// the SameSite=Strict cookie even when the browser came from another site (the page
+	// converge ui --open writes is a file), where a redirect would not.
+	s.renderStatus(w, r, http.StatusOK, "enter", u.RequestURI())
 }
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }

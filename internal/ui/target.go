@@ -64,15 +64,9 @@ type targetLive struct {
 }
 
 func (s *Server) target(ctx context.Context, key client.ObjectKey) (*targetPage, error) {
-	if err := s.authorizeTarget(ctx, "get", key.Namespace, key.Name); err != nil {
-		return nil, err
-	}
-	st, found, err := s.store.Target(ctx, key)
+	st, err := s.readTarget(ctx, "get", key)
 	if err != nil {
 		return nil, err
-	}
-	if !found {
-		return nil, errNotFound
 	}
 	live, err := s.targetLive(ctx, st)
 	if err != nil {

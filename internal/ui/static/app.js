@@ -88,7 +88,14 @@
   if (tbody || live) {
     var conn = $('#conn'), es = new EventSource('/events');
     es.onopen = function () { conn.textContent = 'live'; conn.classList.add('on'); document.body.dataset.live = 'on'; };
-    es.onerror = function () { conn.textContent = 'reconnecting…'; conn.classList.remove('on'); };
+    es.onerror = function () {
+      conn.classList.remove('on');
+      // A refused stream (429: too many open tabs) is not retried: say so.
+      if (es.readyState === EventSource.CLOSED) {
+        conn.textContent = 'not live'; conn.title = 'live updates were refused (too many open tabs?): reload the page to try again';
+        document.body.dataset.live = 'refused';
+      } else { conn.textContent = 'reconnecting…'; }
+    };
     es.addEventListener('target', onChange);
     es.addEventListener('event', onChange);
     es.addEventListener('reload', function () { if (live) { refreshLive(); } else { location.reload(); } });
