@@ -69,40 +69,11 @@ func (o *devOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	crds, err := config.CRDs()
+	kubeconfig, cfg, stopCluster, err := o.cluster(ctx, dir, say)
 	if err != nil {
 		return err
 	}
-
-	kubeconfig := os.Getenv("KUBECONFIG")
-	var cfg *rest.Config
-	if kubeconfig == "" {
-		say("starting a local cluster with %d kwok nodes (etcd, kube-apiserver, controller-manager, scheduler)...", o.nodes)
-		c, err := localcluster.Start(ctx, localcluster.Options{Workloads: true, Nodes: o.nodes, CRDs: crds})
-		if err != nil {
-			return err
-		}
-		defer func() {
-			say("stopping the local cluster")
-			_ = c.Stop()
-		}()
-		b, err := c.KubeconfigBytes()
-		if err != nil {
-			return err
-		}
-		kubeconfig = filepath.Join(dir, "kubeconfig")
-		if err := os.WriteFile(kubeconfig, b, 0o600); err != nil {
-			return err
-		}
-		cfg = c.Config
-	} else {
-		if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
-			return fmt.Errorf("reading KUBECONFIG: %w", err)
-		}
-		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
-			return fmt.Errorf("installing the CRD: %w", err)
-		}
-	}
+	defer stopCluster()
 
 	repo := filepath.Join(dir, "demo")
 	if err := initDemoRepo(ctx, repo); err != nil {
@@ -121,13 +92,10 @@ func (o *devOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	serve := exec.CommandContext(ctx, self, "serve", "--kubeconfig", kubeconfig,
+	serve := devChild(ctx, self, "serve", "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0",
 		"--webhook-bind-address", "127.0.0.1:0", "--cache-dir", filepath.Join(dir, "cache"))
-	serve.Stdout, serve.Stderr = os.Stderr, os.Stderr
-	serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	serve.Cancel = func() error { return serve.Process.Signal(syscall.SIGTERM) }
-	serve.WaitDelay = 10 * time.Second
+	serve.Stdout = os.Stderr
 	if err := serve.Start(); err != nil {
 		return err
 	}
@@ -151,15 +119,61 @@ Ctrl-C stops everything.`, kubeconfig, repo, url, repo, uiURL)
 	return fmt.Errorf("converge serve exited: %w", err)
 }
 
+// cluster is the cluster dev runs on, with the converge CRD installed: the one KUBECONFIG
+// names, or with KUBECONFIG unset a local one (its kubeconfig written into dir), which
+// stop stops.
+func (o *devOptions) cluster(ctx context.Context, dir string, say func(string, ...any)) (
+	kubeconfig string, cfg *rest.Config, stop func(), err error) {
+	crds, err := config.CRDs()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if kubeconfig = os.Getenv("KUBECONFIG"); kubeconfig != "" {
+		if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+			return "", nil, nil, fmt.Errorf("reading KUBECONFIG: %w", err)
+		}
+		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
+			return "", nil, nil, fmt.Errorf("installing the CRD: %w", err)
+		}
+		return kubeconfig, cfg, func() {}, nil
+	}
+	say("starting a local cluster with %d kwok nodes (etcd, kube-apiserver, controller-manager, scheduler)...", o.nodes)
+	c, err := localcluster.Start(ctx, localcluster.Options{Workloads: true, Nodes: o.nodes, CRDs: crds})
+	if err != nil {
+		return "", nil, nil, err
+	}
+	stop = func() {
+		say("stopping the local cluster")
+		_ = c.Stop()
+	}
+	b, err := c.KubeconfigBytes()
+	if err == nil {
+		kubeconfig = filepath.Join(dir, "kubeconfig")
+		err = os.WriteFile(kubeconfig, b, 0o600)
+	}
+	if err != nil {
+		stop()
+		return "", nil, nil, err
+	}
+	return kubeconfig, c.Config, stop, nil
+}
+
+// devChild is a command of this binary that dev runs beside it: it writes its log to
+// stderr, gets SIGTERM and 10s to stop when ctx ends, and dies with dev.
+func devChild(ctx context.Context, self string, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, self, args...)
+	c.Stderr = os.Stderr
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
+	c.WaitDelay = 10 * time.Second
+	return c
+}
+
 // startDevUI runs `converge ui` on the cluster beside the daemon and returns the URL it
 // serves (with its access token), or, when it cannot start, the command to run it by hand.
 func startDevUI(ctx context.Context, self, kubeconfig string) string {
 	fallback := "bin/converge ui --open --kubeconfig " + kubeconfig
-	ui := exec.CommandContext(ctx, self, "ui", "--kubeconfig", kubeconfig)
-	ui.Stderr = os.Stderr
-	ui.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	ui.Cancel = func() error { return ui.Process.Signal(syscall.SIGTERM) }
-	ui.WaitDelay = 10 * time.Second
+	ui := devChild(ctx, self, "ui", "--kubeconfig", kubeconfig)
 	stdout, err := ui.StdoutPipe()
 	if err != nil {
 		return fallback

@@ -8,16 +8,22 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -71,18 +77,9 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 }
 
 func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, name string) error {
-	if err := o.output.Validate(); err != nil {
+	ns, err := o.namespace(name)
+	if err != nil {
 		return err
-	}
-	if name != "" && o.cli.allNamespaces {
-		return usageError(errors.New("a SyncTarget cannot be named together with -A; use -n NAMESPACE"))
-	}
-	ns := ""
-	if !o.cli.allNamespaces {
-		var err error
-		if ns, err = o.cli.Namespace(); err != nil {
-			return err
-		}
 	}
 	c, cfg, err := o.cli.Client()
 	if err != nil {
@@ -93,50 +90,47 @@ func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, name string
 		opts = append(opts, client.MatchingFields{"metadata.name": name})
 	}
 	p := &syncTargetPrinter{out: out, format: o.output.format, allNamespaces: o.cli.allNamespaces, now: time.Now}
+	listed := func(items []convergev1.SyncTarget) (bool, error) {
+		switch {
+		case name != "" && len(items) == 0:
+			return true, notFound(ns, name)
+		case len(items) == 0 && p.format == outputTable:
+			_, err := fmt.Fprintln(errOut, noneFound(ns))
+			return false, err
+		}
+		return false, p.printList(items, name != "")
+	}
 
 	if !o.watch {
 		list := &convergev1.SyncTargetList{}
 		if err := c.List(ctx, list, opts...); err != nil {
 			return fmt.Errorf("listing SyncTargets: %w", err)
 		}
-		if name != "" && len(list.Items) == 0 {
-			return notFound(ns, name)
-		}
-		if len(list.Items) == 0 && p.format == outputTable {
-			_, err := fmt.Fprintln(errOut, noneFound(ns))
-			return err
-		}
-		return p.printList(list.Items, name != "")
+		_, err := listed(list.Items)
+		return err
 	}
-
 	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: cliScheme()})
 	if err != nil {
 		return fmt.Errorf("connecting to the cluster: %w", err)
 	}
-	for ev := range followSyncTargets(ctx, wc, opts...) {
-		switch {
-		case ev.err != nil:
-			return ev.err
-		case ev.listed:
-			if name != "" && len(ev.items) == 0 {
-				return notFound(ns, name)
-			}
-			if len(ev.items) == 0 && p.format == outputTable {
-				if _, err := fmt.Fprintln(errOut, noneFound(ns)); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := p.printList(ev.items, name != ""); err != nil {
-				return err
-			}
-		default:
-			if err := p.printChange(ev.typ, ev.object); err != nil {
-				return err
-			}
-		}
+	return followSyncTargets(ctx, syncTargetListWatch(wc, opts...), listed,
+		func(typ watch.EventType, st *convergev1.SyncTarget) (bool, error) {
+			return false, p.printChange(typ, st)
+		})
+}
+
+// namespace checks the flags and the argument and returns the namespace to list, "" for all.
+func (o *getOptions) namespace(name string) (string, error) {
+	if err := o.output.Validate(); err != nil {
+		return "", err
 	}
-	return nil // the context ended: Ctrl-C
+	if o.cli.allNamespaces {
+		if name != "" {
+			return "", usageError(errors.New("a SyncTarget cannot be named together with -A; use -n NAMESPACE"))
+		}
+		return "", nil
+	}
+	return o.cli.Namespace()
 }
 
 func notFound(ns, name string) error {
@@ -159,7 +153,7 @@ type syncTargetPrinter struct {
 	now           func() time.Time
 
 	table   alignedTable
-	printed map[client.ObjectKey]string // what was shown of each SyncTarget, to skip repeats
+	printed map[client.ObjectKey]shownRow // what was shown of each SyncTarget, to skip repeats
 }
 
 func (p *syncTargetPrinter) printList(items []convergev1.SyncTarget, single bool) error {
@@ -170,12 +164,16 @@ func (p *syncTargetPrinter) printList(items []convergev1.SyncTarget, single bool
 		return items[i].Name < items[j].Name
 	})
 	if p.printed == nil {
-		p.printed = map[client.ObjectKey]string{}
+		p.printed = map[client.ObjectKey]shownRow{}
+	}
+	rows := [][]string{syncTargetHeader(p.allNamespaces)}
+	for i := range items {
+		row := syncTargetRow(&items[i], p.now(), p.allNamespaces)
+		rows = append(rows, row)
+		p.printed[client.ObjectKeyFromObject(&items[i])] = shownRow{resourceVersion: items[i].ResourceVersion,
+			identity: rowIdentity(&items[i], row)}
 	}
 	if p.format != outputTable {
-		for i := range items {
-			p.printed[client.ObjectKeyFromObject(&items[i])] = items[i].ResourceVersion
-		}
 		if single {
 			return printStructured(p.out, p.format, forOutput(&items[0]))
 		}
@@ -185,26 +183,33 @@ func (p *syncTargetPrinter) printList(items []convergev1.SyncTarget, single bool
 		}
 		return printStructured(p.out, p.format, list)
 	}
-	rows := [][]string{syncTargetHeader(p.allNamespaces)}
-	for i := range items {
-		row := syncTargetRow(&items[i], p.now(), p.allNamespaces)
-		rows = append(rows, row)
-		p.printed[client.ObjectKeyFromObject(&items[i])] = rowIdentity(&items[i], row)
-	}
 	return p.table.write(p.out, rows)
 }
 
-// printChange prints a SyncTarget that changed while watching, unless nothing shown changed.
+// printChange prints a SyncTarget that changed while watching, unless nothing shown changed
+// or it is older than what was shown: a follow replays its first list, which the table may
+// show newer.
 func (p *syncTargetPrinter) printChange(typ watch.EventType, st *convergev1.SyncTarget) error {
 	if p.printed == nil {
-		p.printed = map[client.ObjectKey]string{}
+		p.printed = map[client.ObjectKey]shownRow{}
 	}
 	key := client.ObjectKeyFromObject(st)
-	if p.format != outputTable {
-		if typ != watch.Deleted && p.printed[key] == st.ResourceVersion {
+	row := syncTargetRow(st, p.now(), p.allNamespaces)
+	if typ == watch.Deleted {
+		row[len(row)-1] = "(deleted)"
+		delete(p.printed, key)
+	} else {
+		shown, seen := p.printed[key]
+		now := shownRow{resourceVersion: st.ResourceVersion, identity: rowIdentity(st, row)}
+		if seen && !newerResourceVersion(now.resourceVersion, shown.resourceVersion) {
 			return nil
 		}
-		p.printed[key] = st.ResourceVersion
+		p.printed[key] = now
+		if seen && p.format == outputTable && now.identity == shown.identity {
+			return nil
+		}
+	}
+	if p.format != outputTable {
 		if p.format == outputYAML {
 			if _, err := fmt.Fprintln(p.out, "---"); err != nil {
 				return err
@@ -212,21 +217,27 @@ func (p *syncTargetPrinter) printChange(typ watch.EventType, st *convergev1.Sync
 		}
 		return printStructured(p.out, p.format, forOutput(st))
 	}
-	row := syncTargetRow(st, p.now(), p.allNamespaces)
-	if typ == watch.Deleted {
-		row[len(row)-1] = "(deleted)"
-		delete(p.printed, key)
-	} else {
-		id := rowIdentity(st, row)
-		if p.printed[key] == id {
-			return nil
-		}
-		p.printed[key] = id
-	}
 	if len(p.table.widths) == 0 { // nothing listed at first: the header comes with the first row
 		return p.table.write(p.out, [][]string{syncTargetHeader(p.allNamespaces), row})
 	}
 	return p.table.write(p.out, [][]string{row})
+}
+
+// shownRow is what the printer showed of a SyncTarget.
+type shownRow struct {
+	resourceVersion string
+	identity        string // rowIdentity of its row
+}
+
+// newerResourceVersion tells whether resource version a is newer than b. Resource versions
+// are integers a server may compare (KEP 5504); where they are not, any other one, or an
+// unknown one, counts as newer.
+func newerResourceVersion(a, b string) bool {
+	c, err := resourceversion.CompareResourceVersion(a, b)
+	if err != nil {
+		return a != b || a == ""
+	}
+	return c > 0
 }
 
 // rowIdentity is what a watch compares to decide whether a row changed: its cells, with the
@@ -378,127 +389,107 @@ func (t *alignedTable) write(out io.Writer, rows [][]string) error {
 	return tw.Flush()
 }
 
-// syncTargetEvent is what followSyncTargets reports: first the list, then each change.
-type syncTargetEvent struct {
-	listed bool // items holds what the first list returned
-	items  []convergev1.SyncTarget
-	typ    watch.EventType // Added, Modified or Deleted
-	object *convergev1.SyncTarget
-	err    error // the end: the follow failed
+// followSyncTargets calls listed with the SyncTargets lw lists, then changed with each change,
+// until one of them is done or fails, or ctx ends (it returns nil then: Ctrl-C, a deadline).
+// The informer of client-go's watchtools.UntilWithSync resumes a watch that drops where it
+// left off, and lists again when the server no longer has that point: what changed meanwhile
+// comes as changes and deletions. Where the informer would retry for ever, giveUp ends the
+// follow.
+//
+// The first list comes from the informer's store once synced, and the informer then replays
+// it as events: changed must skip what is not newer than what it saw (printChange does).
+func followSyncTargets(ctx context.Context, lw cache.ListerWatcherWithContext,
+	listed func([]convergev1.SyncTarget) (bool, error),
+	changed func(watch.EventType, *convergev1.SyncTarget) (bool, error)) error {
+	follow, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	follow = logr.NewContext(follow, logr.Discard()) // the informer's retries are not the user's business
+	var failed error                                 // what listed or changed returned
+	_, err := watchtools.UntilWithSync(follow, giveUp(lw, stop), &convergev1.SyncTarget{},
+		func(store cache.Store) (done bool, err error) {
+			var items []convergev1.SyncTarget
+			for _, obj := range store.List() {
+				items = append(items, *obj.(*convergev1.SyncTarget))
+			}
+			done, failed = listed(items)
+			return done, failed
+		},
+		func(ev watch.Event) (done bool, err error) {
+			if st, ok := ev.Object.(*convergev1.SyncTarget); ok {
+				done, failed = changed(ev.Type, st)
+			}
+			return done, failed
+		})
+	switch {
+	case failed != nil:
+		return failed
+	case err == nil || ctx.Err() != nil:
+		return nil
+	case follow.Err() != nil:
+		return context.Cause(follow)
+	}
+	return err
 }
 
-// followSyncTargets lists the SyncTargets opts select and then follows their changes,
-// resuming a watch that ends and listing again when its resourceVersion is too old. The
-// channel closes when ctx ends, or after an event with err.
-func followSyncTargets(ctx context.Context, c client.WithWatch, opts ...client.ListOption) <-chan syncTargetEvent {
-	ch := make(chan syncTargetEvent)
-	send := func(ev syncTargetEvent) bool {
-		select {
-		case ch <- ev:
-			return true
-		case <-ctx.Done():
-			return false
-		}
+// syncTargetListWatch lists and watches through c the SyncTargets opts select.
+func syncTargetListWatch(c client.WithWatch, opts ...client.ListOption) cache.ListerWatcherWithContext {
+	with := func(o metav1.ListOptions) []client.ListOption {
+		return append(opts[:len(opts):len(opts)], &client.ListOptions{Raw: &o, Limit: o.Limit, Continue: o.Continue})
 	}
-	go func() {
-		defer close(ch)
-		known := map[client.ObjectKey]bool{}
-		list := func(first bool) (string, bool) {
-			l := &convergev1.SyncTargetList{}
-			if err := c.List(ctx, l, opts...); err != nil {
-				if ctx.Err() == nil {
-					send(syncTargetEvent{err: fmt.Errorf("listing SyncTargets: %w", err)})
-				}
-				return "", false
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list := &convergev1.SyncTargetList{}
+			if err := c.List(ctx, list, with(o)...); err != nil {
+				return nil, err
 			}
-			if first {
-				for i := range l.Items {
-					known[client.ObjectKeyFromObject(&l.Items[i])] = true
-				}
-				return l.ResourceVersion, send(syncTargetEvent{listed: true, items: l.Items})
-			}
-			seen := map[client.ObjectKey]bool{}
-			for i := range l.Items {
-				key := client.ObjectKeyFromObject(&l.Items[i])
-				seen[key] = true
-				if !send(syncTargetEvent{typ: watch.Modified, object: &l.Items[i]}) {
-					return "", false
-				}
-			}
-			for key := range known {
-				if !seen[key] {
-					gone := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-					if !send(syncTargetEvent{typ: watch.Deleted, object: gone}) {
-						return "", false
-					}
-				}
-			}
-			known = seen
-			return l.ResourceVersion, true
+			return list, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(ctx, &convergev1.SyncTargetList{}, with(o)...)
+		},
+	}
+}
+
+// maxFollowFailures is how many list or watch calls in a row may fail before `get -w` gives up.
+const maxFollowFailures = 5
+
+// giveUp wraps lw so that the follow ends (stop, with the error as cause) where an informer
+// would retry for ever: the server refuses (unauthorized, forbidden); the first call cannot
+// reach it, or the first list fails; or maxFollowFailures+1 calls in a row fail. A first
+// watch the server answers with an error is the informer asking for a watch-list the server
+// may not serve; it lists then.
+func giveUp(lw cache.ListerWatcherWithContext, stop context.CancelCauseFunc) *cache.ListWatch {
+	var (
+		mu       sync.Mutex
+		answered bool // a call succeeded
+		failures int  // in a row
+	)
+	check := func(what string, err error) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			answered, failures = true, 0
+			return nil
 		}
-		rv, ok := list(true)
-		failures := 0
-		for ok {
-			w, err := c.Watch(ctx, &convergev1.SyncTargetList{}, append(opts[:len(opts):len(opts)],
-				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})...)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-					rv, ok = list(false)
-					continue
-				}
-				if failures++; failures > 5 || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-					send(syncTargetEvent{err: fmt.Errorf("watching SyncTargets: %w", err)})
-					return
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(time.Duration(failures) * time.Second):
-				}
-				continue
+		failures++
+		var status apierrors.APIStatus
+		first := !answered && (what == "listing" || !errors.As(err, &status))
+		if first || failures > maxFollowFailures || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			if !answered {
+				what = "listing" // a watch-list, to the user the first list
 			}
-			failures = 0
-			relist := false
-			for ev := range w.ResultChan() {
-				switch ev.Type {
-				case watch.Added, watch.Modified, watch.Deleted:
-					st, isST := ev.Object.(*convergev1.SyncTarget)
-					if !isST {
-						continue
-					}
-					rv = st.ResourceVersion
-					key := client.ObjectKeyFromObject(st)
-					if ev.Type == watch.Deleted {
-						delete(known, key)
-					} else {
-						known[key] = true
-					}
-					if !send(syncTargetEvent{typ: ev.Type, object: st}) {
-						w.Stop()
-						return
-					}
-				case watch.Bookmark:
-					if m, err := apimeta.Accessor(ev.Object); err == nil {
-						rv = m.GetResourceVersion()
-					}
-				case watch.Error:
-					relist = true
-				}
-				if relist {
-					break
-				}
-			}
-			w.Stop()
-			if ctx.Err() != nil {
-				return
-			}
-			if relist {
-				rv, ok = list(false)
-			}
+			stop(fmt.Errorf("%s SyncTargets: %w", what, err))
 		}
-	}()
-	return ch
+		return err
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list, err := lw.ListWithContext(ctx, o)
+			return list, check("listing", err)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := lw.WatchWithContext(ctx, o)
+			return w, check("watching", err)
+		},
+	}
 }

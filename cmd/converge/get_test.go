@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	gosync "sync"
+	"sync"
 	"testing"
 	"time"
 
@@ -267,7 +267,7 @@ func (a *apiServer) namespace(t *testing.T, name string) {
 
 // syncedBuffer is a bytes.Buffer safe to read while a command writes to it.
 type syncedBuffer struct {
-	mu  gosync.Mutex
+	mu  sync.Mutex
 	buf bytes.Buffer
 }
 

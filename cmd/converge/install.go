@@ -120,18 +120,32 @@ func (o *installOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	parent := ctx
+	if err := o.install(ctx, c, out, objects, other); err != nil || !o.wait {
+		return err
+	}
+	for _, u := range objects {
+		if u.GetKind() == "Deployment" && u.GetNamespace() == installNamespace {
+			if err := waitRollout(ctx, c, out, u, o.pollInterval, o.timeout); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// install applies objects, CRDs, namespaces and cluster roles first, waited for (the CRD
+// Established), then the rest; and deletes what of the other install it does not have.
+// Every change is printed, also those made before a failure.
+func (o *installOptions) install(ctx context.Context, c client.Client, out io.Writer,
+	objects []*unstructured.Unstructured, other string) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout+time.Minute)
 	defer cancel()
-
-	// Every change is printed, also those made before a failure.
 	var werr error
 	report := func(format string, args ...any) {
 		if werr == nil {
 			_, werr = fmt.Fprintf(out, format, args...)
 		}
 	}
-	// CRDs, namespaces and cluster roles first, waited for (the CRD Established); then the rest.
 	rm := ssa.NewResourceManager(c, polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{}),
 		ssa.Owner{Field: apply.FieldManager, Group: convergev1.GroupVersion.Group})
 	opts := ssa.DefaultApplyOptions()
@@ -162,17 +176,7 @@ func (o *installOptions) run(ctx context.Context, out io.Writer) error {
 	report("converge installed (%s) in %s: %d created, %d configured, %d unchanged, %d deleted; image %s\n",
 		kind, installNamespace, count[ssa.CreatedAction], count[ssa.ConfiguredAction], count[ssa.UnchangedAction], len(deleted),
 		daemonImage(objects))
-	if werr != nil || !o.wait {
-		return werr
-	}
-	for _, u := range objects {
-		if u.GetKind() == "Deployment" && u.GetNamespace() == installNamespace {
-			if err := waitRollout(parent, c, out, u, o.pollInterval, o.timeout); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return werr
 }
 
 // defaultImage is the daemon's image `converge install` deploys without --image: the

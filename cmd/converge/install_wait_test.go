@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"strings"
-	gosync "sync"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,7 +123,7 @@ func TestWaitRolloutErrors(t *testing.T) {
 
 // lockedBuffer is a bytes.Buffer a command writes to while the test reads it.
 type lockedBuffer struct {
-	mu gosync.Mutex
+	mu sync.Mutex
 	b  bytes.Buffer
 }
 

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -126,4 +128,17 @@ func completeSyncTargets(o *cliOptions) cobra.CompletionFunc {
 		}
 		return names, cobra.ShellCompDirectiveNoFileComp
 	}
+}
+
+// forOneSyncTarget makes cmd a command on the one SyncTarget its argument names: it takes
+// the flags of cli (-n, --kubeconfig…), completes the name, and runs run with it.
+func forOneSyncTarget(cmd *cobra.Command, cli *cliOptions,
+	run func(ctx context.Context, out io.Writer, name string) error) *cobra.Command {
+	cmd.Args = usageArgs(cobra.ExactArgs(1))
+	cmd.ValidArgsFunction = completeSyncTargets(cli)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return run(cmd.Context(), cmd.OutOrStdout(), args[0])
+	}
+	cli.BindFlags(cmd.Flags(), false)
+	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,7 +47,7 @@ type reconcileOptions struct {
 
 func newReconcileCommand() *cobra.Command {
 	o := &reconcileOptions{}
-	cmd := &cobra.Command{
+	cmd := forOneSyncTarget(&cobra.Command{
 		Use:   "reconcile NAME",
 		Short: "Ask the daemon to sync a SyncTarget now, and wait for the outcome",
 		Long: `Ask the daemon to sync a SyncTarget now (also a revision that was rolled back before), by
@@ -58,13 +59,7 @@ failed or was rolled back, when the SyncTarget is suspended or stalled, or at --
 		Example: `  converge reconcile shop -n team-a
   converge reconcile shop --timeout 10m
   converge reconcile shop --wait=false`,
-		Args:              usageArgs(cobra.ExactArgs(1)),
-		ValidArgsFunction: completeSyncTargets(&o.cli),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
-		},
-	}
-	o.cli.BindFlags(cmd.Flags(), false)
+	}, &o.cli, o.run)
 	o.wait.BindFlags(cmd.Flags())
 	return cmd
 }
@@ -206,66 +201,111 @@ func waitForSync(ctx context.Context, cli *cliOptions, out io.Writer, key client
 	deadline := time.Now().Add(timeout)
 	waitCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	events := followSyncTargets(waitCtx, wc, client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name})
+	w := &syncWaiter{key: key, requested: requested, deadline: deadline, last: syncProgress{message: waitingForDaemon},
+		line: &progressLine{out: out, tty: isTerminal(out), now: time.Now}}
+	w.line.color = colorizer(w.line.tty)
+	defer w.spin()()
+	lw := syncTargetListWatch(wc, client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name})
+	err = followSyncTargets(waitCtx, lw, w.listed, w.changed)
 
-	r := &progressLine{out: out, tty: isTerminal(out), now: time.Now}
-	r.color = colorizer(r.tty)
-	var tick <-chan time.Time
-	if r.tty {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		tick = t.C
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.succeeded {
+		return err // whether the success could be written
 	}
-	last := syncProgress{message: waitingForDaemon}
-	for {
-		select {
-		case <-tick:
-			r.redraw()
-			continue
-		case ev, ok := <-events:
-			if !ok {
-				r.stop()
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				msg := fmt.Sprintf("timed out after %s waiting for SyncTarget %s: %s", timeout, key, last.message)
-				if !last.handled && last.message == waitingForDaemon {
-					msg += " (is converge serve running, and does it watch this SyncTarget?)"
-				}
-				return errors.New(msg)
-			}
-			var st *convergev1.SyncTarget
-			switch {
-			case ev.err != nil:
-				r.stop()
-				return ev.err
-			case ev.listed && len(ev.items) > 0:
-				st = &ev.items[0]
-			case ev.listed || ev.typ == watch.Deleted:
-				r.stop()
-				return fmt.Errorf("SyncTarget %s was deleted", key)
-			default:
-				st = ev.object
-			}
-			last = observeSync(st, requested)
-			if !last.handled && !last.done {
-				if err := closedWindowError(st, time.Now(), deadline); err != nil {
-					r.stop()
-					return err
-				}
-			}
-			if !last.done {
-				if err := r.update(last.message); err != nil {
-					return err
-				}
-				continue
-			}
-			if last.err != nil {
-				r.stop()
-				return last.err
-			}
-			return r.succeed(fmt.Sprintf("SyncTarget %s is ready: %s", key, last.message))
+	w.line.stop()
+	switch {
+	case err != nil:
+		return err
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	msg := fmt.Sprintf("timed out after %s waiting for SyncTarget %s: %s", timeout, key, w.last.message)
+	if !w.last.handled && w.last.message == waitingForDaemon {
+		msg += " (is converge serve running, and does it watch this SyncTarget?)"
+	}
+	return errors.New(msg)
+}
+
+// syncWaiter is what waitForSync knows of the sync it waits for, and its progress line.
+type syncWaiter struct {
+	key       client.ObjectKey
+	requested string
+	deadline  time.Time
+
+	mu        sync.Mutex // the spinner redraws the line meanwhile
+	line      *progressLine
+	last      syncProgress
+	seen      string // the resourceVersion observed last
+	succeeded bool
+}
+
+func (w *syncWaiter) listed(items []convergev1.SyncTarget) (bool, error) {
+	if len(items) == 0 {
+		return w.observe(nil)
+	}
+	return w.observe(&items[0])
+}
+
+func (w *syncWaiter) changed(typ watch.EventType, st *convergev1.SyncTarget) (bool, error) {
+	if typ == watch.Deleted {
+		st = nil
+	}
+	return w.observe(st)
+}
+
+// observe shows how far the sync of st (nil: deleted) is, and is done once it has an outcome.
+func (w *syncWaiter) observe(st *convergev1.SyncTarget) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st == nil {
+		return true, fmt.Errorf("SyncTarget %s was deleted", w.key)
+	}
+	if w.seen != "" && !newerResourceVersion(st.ResourceVersion, w.seen) {
+		return false, nil // the follow replaying its first list
+	}
+	w.seen = st.ResourceVersion
+	w.last = observeSync(st, w.requested)
+	if !w.last.handled && !w.last.done {
+		if err := closedWindowError(st, time.Now(), w.deadline); err != nil {
+			return true, err
 		}
+	}
+	switch {
+	case !w.last.done:
+		return false, w.line.update(w.last.message)
+	case w.last.err != nil:
+		return true, w.last.err
+	}
+	w.succeeded = true
+	return true, w.line.succeed(fmt.Sprintf("SyncTarget %s is ready: %s", w.key, w.last.message))
+}
+
+// spin redraws the progress line every 100ms on a terminal until the function it returns
+// is called.
+func (w *syncWaiter) spin() (stop func()) {
+	if !w.line.tty {
+		return func() {}
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	quit, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				w.mu.Lock()
+				w.line.redraw()
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return func() {
+		t.Stop()
+		close(quit)
+		<-ended
 	}
 }
 

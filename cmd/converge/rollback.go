@@ -28,7 +28,7 @@ type rollbackOptions struct {
 
 func newRollbackCommand() *cobra.Command {
 	o := &rollbackOptions{}
-	cmd := &cobra.Command{
+	cmd := forOneSyncTarget(&cobra.Command{
 		Use:   "rollback NAME --to REVISION",
 		Short: "Pin a SyncTarget to a revision of its history",
 		Long: `Pin a SyncTarget to a commit: spec.source.ref becomes {commit: <sha>}, and the ref it
@@ -41,13 +41,7 @@ for the sync like converge reconcile.`,
 		Example: `  converge rollback shop --to main@sha1:0a1b2c3d4e5f60718293a4b5c6d7e8f901234567
   converge rollback shop --to 0a1b2c3
   converge resume shop`,
-		Args:              usageArgs(cobra.ExactArgs(1)),
-		ValidArgsFunction: completeSyncTargets(&o.cli),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
-		},
-	}
-	o.cli.BindFlags(cmd.Flags(), false)
+	}, &o.cli, o.run)
 	o.wait.BindFlags(cmd.Flags())
 	cmd.Flags().StringVar(&o.to, "to", "", "revision to pin: from converge history, a full commit SHA or a unique prefix of one (required)")
 	_ = cmd.RegisterFlagCompletionFunc("to", completeHistoryRevisions(&o.cli))
@@ -141,20 +135,14 @@ type resumeOptions struct {
 
 func newResumeCommand() *cobra.Command {
 	o := &resumeOptions{}
-	cmd := &cobra.Command{
+	cmd := forOneSyncTarget(&cobra.Command{
 		Use:   "resume NAME",
 		Short: "Unpin and un-suspend a SyncTarget, and wait for it to sync",
 		Long: `Undo converge rollback and converge suspend: restore the ref recorded in the annotation
 ` + PinnedFromAnnotation + ` (if any), remove the annotation, set spec.suspend to false, and
 ask for a sync. With --wait (the default) it waits for the sync like converge reconcile.`,
-		Example:           `  converge resume shop -n team-a`,
-		Args:              usageArgs(cobra.ExactArgs(1)),
-		ValidArgsFunction: completeSyncTargets(&o.cli),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
-		},
-	}
-	o.cli.BindFlags(cmd.Flags(), false)
+		Example: `  converge resume shop -n team-a`,
+	}, &o.cli, o.run)
 	o.wait.BindFlags(cmd.Flags())
 	return cmd
 }
@@ -189,20 +177,13 @@ type suspendOptions struct {
 
 func newSuspendCommand() *cobra.Command {
 	o := &suspendOptions{}
-	cmd := &cobra.Command{
+	return forOneSyncTarget(&cobra.Command{
 		Use:   "suspend NAME",
 		Short: "Stop syncing a SyncTarget until converge resume",
 		Long: `Set spec.suspend on a SyncTarget: the daemon leaves it, and the objects it applied, alone
 until converge resume.`,
-		Example:           `  converge suspend shop -n team-a`,
-		Args:              usageArgs(cobra.ExactArgs(1)),
-		ValidArgsFunction: completeSyncTargets(&o.cli),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
-		},
-	}
-	o.cli.BindFlags(cmd.Flags(), false)
-	return cmd
+		Example: `  converge suspend shop -n team-a`,
+	}, &o.cli, o.run)
 }
 
 func (o *suspendOptions) run(ctx context.Context, out io.Writer, name string) error {

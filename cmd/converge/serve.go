@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -162,48 +163,8 @@ func (o *serveOptions) run(ctx context.Context) error {
 		return err
 	}
 	cfg.QPS, cfg.Burst = o.manager.qps, o.manager.burst
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := convergev1.AddToScheme(scheme); err != nil {
-		return err
-	}
-
-	cacheOpts := cache.Options{}
-	if o.manager.watchLabelSelector != "" {
-		sel, err := labels.Parse(o.manager.watchLabelSelector)
-		if err != nil {
-			return fmt.Errorf("--watch-label-selector: %w", err)
-		}
-		cacheOpts.ByObject = map[client.Object]cache.ByObject{&convergev1.SyncTarget{}: {Label: sel},
-			&convergev1.Notifier{}: {Label: sel}} // a shard reports on its own SyncTargets only
-	}
-	// Secrets (git credentials, webhook tokens) are read one by one when needed: caching
-	// them would watch every Secret of the cluster, which a locked-down daemon may not.
-	clientOpts := client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         cacheOpts,
-		Client:                        clientOpts,
-		Metrics:                       metricsserver.Options{BindAddress: o.manager.metricsAddr},
-		HealthProbeBindAddress:        o.manager.probeAddr,
-		PprofBindAddress:              o.manager.pprofAddr,
-		LeaderElection:                o.manager.leaderElect,
-		LeaderElectionID:              o.manager.leaderElectionID,
-		LeaderElectionNamespace:       o.manager.leaderElectionNS,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &o.manager.leaseDuration,
-		RenewDeadline:                 &o.manager.renewDeadline,
-		RetryPeriod:                   &o.manager.retryPeriod,
-	})
+	mgr, err := o.manager.newManager(cfg)
 	if err != nil {
-		return fmt.Errorf("creating the manager: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
 
@@ -222,30 +183,83 @@ func (o *serveOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	syncOpts := reconciler.Options{Concurrency: o.manager.concurrency}
-	if o.source.webhookAddr != "" {
-		hooks, err := webhook.New(ctx, mgr, r.Scheduler(), o.manager.watchLabelSelector != "")
-		if err != nil {
-			return err
-		}
-		hooks.TokenTTL = o.source.webhookTokenTTL
-		srv := sources.NewWebhookServer(o.source.webhookAddr, sources.NewWebhookHandler(hooks, hooks, sources.WebhookOptions{
-			Log: ctrl.Log.WithName("webhook"), RateLimit: o.source.webhookRateLimit, RateBurst: o.source.webhookRateBurst,
-		}))
-		if err := mgr.Add(webhookServer{srv: srv}); err != nil {
-			return err
-		}
+	if err := o.addWebhooks(ctx, mgr, r); err != nil {
+		return err
 	}
 	if err := o.ui.addTo(mgr, cfg); err != nil {
 		return err
 	}
-	if err := r.SetupWithManager(ctx, mgr, syncOpts); err != nil {
+	if err := r.SetupWithManager(ctx, mgr, reconciler.Options{Concurrency: o.manager.concurrency}); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
 	}
 	if _, err := notify.SetupWithManager(mgr, notify.Options{}); err != nil {
 		return fmt.Errorf("setting up the notifier controller: %w", err)
 	}
 	return mgr.Start(ctx)
+}
+
+// newManager is the controller manager the daemon runs in, with its probes.
+func (o *managerOptions) newManager(cfg *rest.Config) (ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := convergev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	cacheOpts := cache.Options{}
+	if o.watchLabelSelector != "" {
+		sel, err := labels.Parse(o.watchLabelSelector)
+		if err != nil {
+			return nil, fmt.Errorf("--watch-label-selector: %w", err)
+		}
+		cacheOpts.ByObject = map[client.Object]cache.ByObject{&convergev1.SyncTarget{}: {Label: sel},
+			&convergev1.Notifier{}: {Label: sel}} // a shard reports on its own SyncTargets only
+	}
+	// Secrets (git credentials, webhook tokens) are read one by one when needed: caching
+	// them would watch every Secret of the cluster, which a locked-down daemon may not.
+	clientOpts := client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOpts,
+		Client:                        clientOpts,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		PprofBindAddress:              o.pprofAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.leaderElectionNS,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaseDuration,
+		RenewDeadline:                 &o.renewDeadline,
+		RetryPeriod:                   &o.retryPeriod,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// addWebhooks runs the push webhook receiver with mgr, when --webhook-bind-address asks for it.
+func (o *serveOptions) addWebhooks(ctx context.Context, mgr ctrl.Manager, r *reconciler.Reconciler) error {
+	if o.source.webhookAddr == "" {
+		return nil
+	}
+	hooks, err := webhook.New(ctx, mgr, r.Scheduler(), o.manager.watchLabelSelector != "")
+	if err != nil {
+		return err
+	}
+	hooks.TokenTTL = o.source.webhookTokenTTL
+	srv := sources.NewWebhookServer(o.source.webhookAddr, sources.NewWebhookHandler(hooks, hooks, sources.WebhookOptions{
+		Log: ctrl.Log.WithName("webhook"), RateLimit: o.source.webhookRateLimit, RateBurst: o.source.webhookRateBurst,
+	}))
+	return mgr.Add(webhookServer{srv: srv})
 }
 
 // webhookServer runs the push webhook receiver with the manager, on every replica:

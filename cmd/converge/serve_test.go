@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	gosync "sync"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 // daemon is a running `converge serve` whose output the test can read.
 type daemon struct {
 	cmd *exec.Cmd
-	mu  gosync.Mutex
+	mu  sync.Mutex
 	out bytes.Buffer
 }
 

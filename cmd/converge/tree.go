@@ -21,22 +21,15 @@ type treeOptions struct {
 
 func newTreeCommand() *cobra.Command {
 	o := &treeOptions{}
-	cmd := &cobra.Command{
+	return forOneSyncTarget(&cobra.Command{
 		Use:   "tree NAME",
 		Short: "Show the objects a SyncTarget applied, as a tree, with their live health",
 		Long: `Show the inventory of a SyncTarget (the objects it applied, status.inventory) as a tree
 grouped by namespace and kind, each object with its health read from the cluster now, as the
 daemon's health checks read it (kstatus, or the SyncTarget's CEL rules): Current, InProgress,
 Failed, Terminating, NotFound or Unknown, and why.`,
-		Example:           `  converge tree shop -n team-a`,
-		Args:              usageArgs(cobra.ExactArgs(1)),
-		ValidArgsFunction: completeSyncTargets(&o.cli),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
-		},
-	}
-	o.cli.BindFlags(cmd.Flags(), false)
-	return cmd
+		Example: `  converge tree shop -n team-a`,
+	}, &o.cli, o.run)
 }
 
 func (o *treeOptions) run(ctx context.Context, out io.Writer, name string) error {
