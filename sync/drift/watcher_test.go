@@ -6,6 +6,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-gitops/converge/sync/apply"
 )
@@ -51,4 +53,24 @@ func TestSlimForDriftKeepsWhatDriftDetectionReads(t *testing.T) {
 	g.Expect(untimedWriteByOthers(slim(before), slim(scaled))).To(Equal(untimedWriteByOthers(before, scaled)))
 	g.Expect(untimedWriteByOthers(slim(before), slim(scaled))).To(BeTrue())
 	g.Expect(changedByOthers(slim(before))).To(Equal(changedByOthers(before)))
+}
+
+// A SyncTarget deleted and created again under the same name starts without the drift its
+// predecessor's objects showed.
+func TestForgetDropsTheDriftOfADeletedSyncTarget(t *testing.T) {
+	g := NewWithT(t)
+	w := NewWatcher(t.Context(), nil, nil)
+	owner := types.NamespacedName{Namespace: "team", Name: "app"}
+	m := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop",
+			Labels: map[string]string{"converge.dev/name": "app", "converge.dev/namespace": "team"}}}
+	w.flag(m, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
+	g.Expect(w.Pending(owner)).To(BeTrue())
+
+	w.Forget(owner)
+	g.Expect(w.Pending(owner)).To(BeFalse())
+	g.Expect(w.Take(owner)).To(BeEmpty())
+
+	var none *Watcher
+	none.Forget(owner) // drift watch off: nothing to forget
 }

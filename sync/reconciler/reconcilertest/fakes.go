@@ -10,12 +10,16 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/fluxcd/pkg/ssa"
+
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/apply"
 	"github.com/converge-gitops/converge/sync/render"
 )
 
@@ -107,7 +111,9 @@ func (f *Fetcher) Verify(_ context.Context, _ *convergev1.SyncTarget, revision s
 }
 
 // CommitTime knows no commit times.
-func (f *Fetcher) CommitTime(*convergev1.SyncTarget, string) (time.Time, bool) { return time.Time{}, false }
+func (f *Fetcher) CommitTime(*convergev1.SyncTarget, string) (time.Time, bool) {
+	return time.Time{}, false
+}
 
 // Forget records key.
 func (f *Fetcher) Forget(key client.ObjectKey) {
@@ -200,3 +206,66 @@ func Object(kind, namespace, name string, data map[string]any) *unstructured.Uns
 	o.SetName(name)
 	return o
 }
+
+// UnhealthyAnnotation on a rendered object makes Health find it failed.
+const UnhealthyAnnotation = "test.converge.dev/unhealthy"
+
+// Health finds every object healthy but those annotated UnhealthyAnnotation; Hook, when
+// set, runs first, in the reconcile's goroutine, and its error (or nil) is the verdict.
+type Health struct {
+	Hook func(ctx context.Context, objects []*unstructured.Unstructured) error
+}
+
+// Wait implements the reconciler's HealthChecker.
+func (h *Health) Wait(ctx context.Context, _ client.Client, _ *convergev1.SyncTarget, objects, _ []*unstructured.Unstructured,
+	_ time.Time, _ time.Duration, _ func()) error {
+	if h.Hook != nil {
+		return h.Hook(ctx, objects)
+	}
+	for _, o := range objects {
+		if why := o.GetAnnotations()[UnhealthyAnnotation]; why != "" {
+			return fmt.Errorf("%s %s/%s: %s", o.GetKind(), o.GetNamespace(), o.GetName(), why)
+		}
+	}
+	return nil
+}
+
+// Applier writes objects through the client as they are (create, or update of the live
+// object), without dry-run or server-side apply: the flow's tests need what is live, not
+// how it got there.
+type Applier struct{}
+
+// Apply implements the reconciler's Applier.
+func (Applier) Apply(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, _ apply.Live,
+	_ time.Duration) (apply.Result, error) {
+	res := apply.Result{ChangeSet: ssa.NewChangeSet()}
+	for _, o := range objects {
+		o = o.DeepCopy()
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(o.GroupVersionKind())
+		err := c.Get(ctx, client.ObjectKeyFromObject(o), live)
+		action := ssa.CreatedAction
+		switch {
+		case apierrors.IsNotFound(err):
+			err = c.Create(ctx, o)
+			res.Created++
+		case err == nil:
+			o.SetResourceVersion(live.GetResourceVersion())
+			err = c.Update(ctx, o)
+			action = ssa.ConfiguredAction
+			res.Configured++
+		}
+		if err != nil {
+			return res, err
+		}
+		res.ChangeSet.Add(apply.ChangeSetEntry(o, action))
+		res.Observed = append(res.Observed, o)
+	}
+	return res, nil
+}
+
+// Clients give every SyncTarget the one client C.
+type Clients struct{ C client.Client }
+
+// For implements the reconciler's Clients.
+func (c Clients) For(*convergev1.SyncTarget) (client.Client, error) { return c.C, nil }
