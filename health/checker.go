@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,16 +13,16 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 // Checker waits for objects to become ready. It is safe for concurrent use; one per
 // process (or per impersonated identity) is enough.
 type Checker struct {
-	dynamic  dynamic.Interface
-	metadata metadata.Interface
-	mapper   meta.RESTMapper
-	clock    clock.Clock
+	src    source
+	mapper meta.RESTMapper
+	clock  clock.Clock
 
 	// observe, when set, is called with a copy of the report every time an object's
 	// status changes during a wait (tests use it to act once a wait is under way).
@@ -65,7 +63,20 @@ func New(cfg *rest.Config, opts ...Option) (*Checker, error) {
 // md may be nil; kinds without status (ConfigMaps, Secrets, RBAC…) are then watched
 // through dyn in full instead of as metadata only.
 func NewForClients(dyn dynamic.Interface, md metadata.Interface, mapper meta.RESTMapper, opts ...Option) *Checker {
-	c := &Checker{dynamic: dyn, metadata: md, mapper: mapper, clock: clock.RealClock{}}
+	return newChecker(clientGoSource{dynamic: dyn, metadata: md}, mapper, opts...)
+}
+
+// NewForClient returns a Checker reading through c, with c's identity and REST mapper:
+// what a caller holding only a controller-runtime client (an apply) waits with. c must
+// read from the API server, not from a cache. A client.WithWatch is watched as with New;
+// through another client each (kind, namespace) group is listed again every 200ms
+// instead, with the same statuses, timeout and errors.
+func NewForClient(c client.Client, opts ...Option) *Checker {
+	return newChecker(runtimeSource{client: c}, c.RESTMapper(), opts...)
+}
+
+func newChecker(src source, mapper meta.RESTMapper, opts ...Option) *Checker {
+	c := &Checker{src: src, mapper: mapper, clock: clock.RealClock{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -85,117 +96,38 @@ func NewForClients(dyn dynamic.Interface, md metadata.Interface, mapper meta.RES
 // objects Failed.
 func (c *Checker) Wait(ctx context.Context, objects []ObjectRef, opts Options) (Report, error) {
 	start := c.clock.Now()
+	report, streams, err := c.prepare(objects, opts)
+	if err != nil || len(report.Objects) == 0 {
+		return report, err
+	}
+	w := &waitRun{checker: c, opts: opts, start: start, report: report, updates: make(chan update)}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	defer w.stop()
+	return w.run(ctx, streams)
+}
+
+// prepare checks the input and plans the streams: the report starts with every object
+// Unknown, or Current when opts.Observed shows it so, or Failed when its kind is not
+// served. A report of no object needs no stream.
+func (c *Checker) prepare(objects []ObjectRef, opts Options) (Report, []*stream, error) {
 	rules, err := compileRules(programs, opts.Exprs)
 	if err != nil {
-		return Report{}, err
+		return Report{}, nil, err
 	}
 	refs, err := distinct(objects)
 	if err != nil {
-		return Report{}, err
+		return Report{}, nil, err
 	}
 	report := Report{Objects: make([]ObjectStatus, len(refs))}
 	for i, r := range refs {
 		report.Objects[i] = ObjectStatus{Ref: r, Status: Unknown, Message: "not observed yet"}
 	}
 	if len(refs) == 0 {
-		return report, nil
+		return report, nil, nil
 	}
 	settle(report.Objects, rules, opts)
 	streams, err := c.plan(report.Objects, rules, opts)
-	if err != nil {
-		return report, err
-	}
-
-	timeout := opts.timeout()
-	deadline := c.clock.NewTimer(timeout)
-	defer deadline.Stop()
-
-	watchCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	// send hands an update to the loop below and waits until it is applied, so that a
-	// stream whose news ended the wait opens no further watch.
-	updates := make(chan update)
-	send := func(u update) bool {
-		u.applied = make(chan struct{})
-		select {
-		case updates <- u:
-		case <-watchCtx.Done():
-			return false
-		}
-		select {
-		case <-u.applied:
-		case <-watchCtx.Done():
-		}
-		return watchCtx.Err() == nil
-	}
-	startStream := func(s *stream) {
-		wg.Go(func() { s.run(watchCtx, c.clock, send) })
-	}
-	var slow <-chan time.Time
-	if opts.OnSlow != nil && decide(report.Objects) == waiting {
-		if opts.Slow <= 0 {
-			opts.OnSlow(Report{Objects: slices.Clone(report.Objects)})
-		} else {
-			t := c.clock.NewTimer(opts.Slow)
-			defer t.Stop()
-			slow = t.C()
-		}
-	}
-	if decide(report.Objects) != anyFailed {
-		for _, s := range streams {
-			startStream(s)
-		}
-	}
-
-	for {
-		switch decide(report.Objects) {
-		case allCurrent:
-			report.Elapsed = c.clock.Since(start)
-			return report, nil
-		case anyFailed:
-			report.Elapsed = c.clock.Since(start)
-			return report, &Error{Err: ErrFailed, Total: len(report.Objects), NotReady: report.NotReady()}
-		}
-		select {
-		case <-ctx.Done():
-			report.Elapsed = c.clock.Since(start)
-			if cause := context.Cause(ctx); cause != ctx.Err() {
-				return report, fmt.Errorf("health check interrupted: %w: %w", ctx.Err(), cause)
-			}
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				// A deadline of the caller's is a timeout too: say what was not ready.
-				return report, &Error{Err: fmt.Errorf("health check interrupted: %w", ctx.Err()),
-					Total: len(report.Objects), NotReady: report.NotReady()}
-			}
-			return report, fmt.Errorf("health check interrupted: %w", ctx.Err())
-		case <-slow:
-			slow = nil
-			opts.OnSlow(Report{Objects: slices.Clone(report.Objects), Elapsed: c.clock.Since(start)})
-			continue
-		case <-deadline.C():
-			report.Elapsed = c.clock.Since(start)
-			return report, &Error{Err: ErrTimeout, Timeout: timeout, Total: len(report.Objects), NotReady: report.NotReady()}
-		case u := <-updates:
-			for _, r := range u.results {
-				report.Objects[r.index].Status = r.status
-				report.Objects[r.index].Message = r.message
-			}
-			if u.from != nil && len(u.handOff) > 0 {
-				startStream(u.from.fallback(u.handOff))
-			}
-			if c.observe != nil {
-				c.observe(Report{Objects: slices.Clone(report.Objects), Elapsed: c.clock.Since(start)})
-			}
-			if decide(report.Objects) != waiting {
-				cancel()
-			}
-			close(u.applied)
-		}
-	}
+	return report, streams, err
 }
 
 // distinct checks the references and drops repeated ones, keeping the first.
@@ -304,15 +236,12 @@ func (c *Checker) plan(objs []ObjectStatus, rules map[schema.GroupVersionKind]*e
 		if !ok {
 			rule := rules[ref.GVK]
 			s = &stream{
-				gvr:          m.Resource,
-				gvk:          ref.GVK,
-				namespace:    ns,
-				rule:         rule,
-				since:        opts.Since,
-				names:        map[string]int{},
-				dynamic:      c.dynamic,
-				metadata:     c.metadata,
-				metadataOnly: c.metadata != nil && rule == nil && statusless(ref.GVK.GroupKind()),
+				resource: resource{gvr: m.Resource, gvk: ref.GVK, namespace: ns,
+					metadataOnly: rule == nil && statusless(ref.GVK.GroupKind())},
+				src:   c.src,
+				rule:  rule,
+				since: opts.Since,
+				names: map[string]int{},
 			}
 			groups[key] = s
 			streams = append(streams, s)

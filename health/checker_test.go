@@ -375,7 +375,7 @@ func TestWaitCustomKindCEL(t *testing.T) {
 
 	t.Run("compile error", func(t *testing.T) {
 		g := NewWithT(t)
-		c := NewForClients(e.checker.dynamic, e.checker.metadata, e.checker.mapper)
+		c := newChecker(e.checker.src, e.checker.mapper)
 		before := len(e.counter.seen())
 		bad := widgetCheck()
 		bad.Current = `self.status.phase = "Ready"`

@@ -8,6 +8,12 @@
 // on a thousand ConfigMaps therefore costs a handful of API requests, and a Deployment is
 // seen ready the moment its controller says so.
 //
+// It is converge's one readiness engine: the daemon waits for a revision's objects with
+// it (New, NewForClients), and an apply waits between its stages for what the next stage
+// needs, a CRD Established or a Namespace Active, with it too (NewForClient, reading
+// through the apply's own client and identity; a client that cannot watch is listed
+// again every 200ms instead).
+//
 // The pure parts — evaluating CEL rules, computing one object's status, summarising the
 // statuses into a report and an error — are plain functions over plain data.
 //

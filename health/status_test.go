@@ -5,8 +5,10 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
@@ -184,33 +186,33 @@ func TestSecretDataIsDropped(t *testing.T) {
 	secretGVK := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 	tests := []struct {
 		name string
-		obj  func() any
+		obj  func() runtime.Object
 	}{
 		{
 			name: "full object",
-			obj: func() any {
+			obj: func() runtime.Object {
 				return mustObject(t, `{apiVersion: v1, kind: Secret, metadata: {name: s, namespace: shop}, data: {password: aHVudGVyMg==}, stringData: {token: hunter2}}`)
 			},
 		},
 		{
 			name: "metadata only",
-			obj: func() any {
+			obj: func() runtime.Object {
 				return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "shop", ResourceVersion: "7"}}
+			},
+		},
+		{
+			name: "typed object",
+			obj: func() runtime.Object {
+				return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "shop"},
+					Data: map[string][]byte{"password": []byte("hunter2")}, StringData: map[string]string{"token": "hunter2"}}
 			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			s := &stream{gvk: secretGVK}
-			var u *unstructured.Unstructured
-			var err error
-			switch o := tt.obj().(type) {
-			case *unstructured.Unstructured:
-				u, err = s.object(o)
-			case *metav1.PartialObjectMetadata:
-				u, err = s.object(o)
-			}
+			s := &stream{resource: resource{gvk: secretGVK}}
+			u, err := s.object(tt.obj())
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(u.Object).NotTo(HaveKey("data"))
 			g.Expect(u.Object).NotTo(HaveKey("stringData"))

@@ -2,18 +2,15 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
 	"k8s.io/utils/clock"
 )
 
@@ -41,22 +38,17 @@ type result struct {
 	message string
 }
 
-// stream lists and then watches the objects of one kind in one namespace, narrowed by a
-// label or field selector, and sends their statuses. Its fields are fixed once it runs,
-// except names, which only its own goroutine touches.
+// stream lists and then watches the objects of one resource, narrowed by a label or
+// field selector, and sends their statuses. Its fields are fixed once it runs, except
+// names, which only its own goroutine touches.
 type stream struct {
-	gvr           schema.GroupVersionResource
-	gvk           schema.GroupVersionKind
-	namespace     string
+	resource
+	src           source
 	labelSelector string
 	fieldSelector string
-	// metadataOnly streams read objects as metadata (see statusless).
-	metadataOnly bool
-	rule         *exprRule
+	rule          *exprRule
 	// since discounts failures reported before the apply being waited for (discountStale).
-	since    time.Time
-	dynamic  dynamic.Interface
-	metadata metadata.Interface
+	since time.Time
 	// names maps the name of each object this stream looks after to its report index.
 	names map[string]int
 	// startRV, when set, is the resource version of the stream's one object as the caller
@@ -68,16 +60,7 @@ type stream struct {
 // fallback returns a stream for objects a labelled stream handed off: the same kind and
 // namespace without the label selector, by name when there is only one.
 func (s *stream) fallback(names map[string]int) *stream {
-	f := &stream{
-		gvr:          s.gvr,
-		gvk:          s.gvk,
-		namespace:    s.namespace,
-		metadataOnly: s.metadataOnly,
-		rule:         s.rule,
-		dynamic:      s.dynamic,
-		metadata:     s.metadata,
-		names:        names,
-	}
+	f := &stream{resource: s.resource, src: s.src, rule: s.rule, names: names}
 	if len(names) == 1 {
 		for name := range names {
 			f.fieldSelector = "metadata.name=" + name
@@ -86,78 +69,96 @@ func (s *stream) fallback(names map[string]int) *stream {
 	return f
 }
 
+// cursor is where a running stream stands: whether it has listed, the resource version
+// to watch from, the pause before the next retry and the last list error it reported.
+type cursor struct {
+	clk     clock.Clock
+	listed  bool
+	rv      string
+	backoff time.Duration
+	lastErr string
+}
+
+// pause waits before a retry, longer each time, and reports whether to go on.
+func (c *cursor) pause(ctx context.Context) bool {
+	ok := sleep(ctx, c.clk, c.backoff)
+	c.backoff = min(2*c.backoff, maxBackoff)
+	return ok
+}
+
+// retry goes on after a watch that failed: from a fresh list, at once when the version
+// to watch from expired, else after a pause. Statuses stay as last seen meanwhile.
+func (c *cursor) retry(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	c.listed = false
+	return expired(err) || c.pause(ctx)
+}
+
 // run lists, then watches from the list's resource version, re-watching when a watch
 // ends and re-listing when it failed or its version expired, until ctx ends, send fails
-// or no object is left to look after.
+// or no object is left to look after. A source that cannot watch is listed again every
+// pollInterval instead.
 func (s *stream) run(ctx context.Context, clk clock.Clock, send func(update) bool) {
-	var (
-		rv      = s.startRV
-		backoff = initialBackoff
-		lastErr string
-	)
-	// pause waits before a retry, longer each time, and reports whether to go on.
-	pause := func() bool {
-		ok := sleep(ctx, clk, backoff)
-		backoff = min(2*backoff, maxBackoff)
-		return ok
-	}
+	cur := &cursor{clk: clk, listed: s.startRV != "", rv: s.startRV, backoff: initialBackoff}
 	for ctx.Err() == nil && len(s.names) > 0 {
-		if rv == "" {
-			objs, listRV, err := s.list(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				// The objects' status is unknown until a list succeeds: say why.
-				if msg := "cannot list " + s.gvr.Resource + ": " + err.Error(); msg != lastErr {
-					lastErr = msg
-					if !send(s.all(Unknown, msg)) {
-						return
-					}
-				}
-				if !pause() {
-					return
-				}
-				continue
-			}
-			lastErr = ""
-			if !send(s.fromList(objs)) || len(s.names) == 0 {
-				return
-			}
-			rv = listRV
-		}
-		w, err := s.watch(ctx, rv)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			// Statuses stay as last seen; a fresh list after the pause catches up.
-			rv = ""
-			if !expired(err) && !pause() {
-				return
-			}
-			continue
-		}
-		next, events, err := s.consume(ctx, w, rv, send)
-		switch {
-		case ctx.Err() != nil:
+		if !cur.listed && !s.relist(ctx, cur, send) {
 			return
-		case err != nil:
-			rv = ""
-			if !expired(err) && !pause() {
-				return
-			}
-		case events == 0:
-			// A watch that ends without a single event: don't spin.
-			rv = next
-			if !pause() {
-				return
-			}
-		default:
-			rv = next
-			backoff = initialBackoff
+		}
+		if cur.listed && len(s.names) > 0 && !s.follow(ctx, cur, send) {
+			return
 		}
 	}
+}
+
+// relist lists the stream's objects and sends their statuses, to be watched from the
+// list's version. A list that fails makes the objects Unknown, saying why (once per
+// distinct error), and pauses. It reports whether to go on.
+func (s *stream) relist(ctx context.Context, cur *cursor, send func(update) bool) bool {
+	objs, rv, err := s.list(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		// The objects' status is unknown until a list succeeds: say why.
+		if msg := "cannot list " + s.gvr.Resource + ": " + err.Error(); msg != cur.lastErr {
+			cur.lastErr = msg
+			if !send(s.all(Unknown, msg)) {
+				return false
+			}
+		}
+		return cur.pause(ctx)
+	}
+	cur.lastErr, cur.listed, cur.rv = "", true, rv
+	return send(s.fromList(objs))
+}
+
+// follow watches from the cursor's version until the watch ends, then sets the cursor for
+// what comes next: a re-watch from the last version seen (after a pause when the watch
+// brought no event), or a fresh list. It reports whether to go on.
+func (s *stream) follow(ctx context.Context, cur *cursor, send func(update) bool) bool {
+	w, err := s.watch(ctx, cur.rv)
+	if errors.Is(err, errNoWatch) {
+		cur.listed = false
+		return sleep(ctx, cur.clk, pollInterval)
+	}
+	if err != nil {
+		return cur.retry(ctx, err)
+	}
+	next, events, err := s.consume(ctx, w, cur.rv, send)
+	switch {
+	case ctx.Err() != nil:
+		return false
+	case err != nil:
+		return cur.retry(ctx, err)
+	case events == 0:
+		// A watch that ends without a single event: don't spin.
+		cur.rv = next
+		return cur.pause(ctx)
+	}
+	cur.rv, cur.backoff = next, initialBackoff
+	return true
 }
 
 // expired reports an error meaning the resource version to watch from is too old: a
@@ -270,34 +271,19 @@ func (s *stream) listOptions() metav1.ListOptions {
 
 // list reads the stream's objects and the resource version to watch from.
 func (s *stream) list(ctx context.Context) ([]*unstructured.Unstructured, string, error) {
-	if s.metadataOnly {
-		l, err := s.metadata.Resource(s.gvr).Namespace(s.namespace).List(ctx, s.listOptions())
-		if err != nil {
-			return nil, "", err
-		}
-		objs := make([]*unstructured.Unstructured, 0, len(l.Items))
-		for i := range l.Items {
-			u, err := s.object(&l.Items[i])
-			if err != nil {
-				return nil, "", err
-			}
-			objs = append(objs, u)
-		}
-		return objs, l.ResourceVersion, nil
-	}
-	l, err := s.dynamic.Resource(s.gvr).Namespace(s.namespace).List(ctx, s.listOptions())
+	items, rv, err := s.src.list(ctx, s.resource, s.listOptions())
 	if err != nil {
 		return nil, "", err
 	}
-	objs := make([]*unstructured.Unstructured, 0, len(l.Items))
-	for i := range l.Items {
-		u, err := s.object(&l.Items[i])
+	objs := make([]*unstructured.Unstructured, 0, len(items))
+	for _, item := range items {
+		u, err := s.object(item)
 		if err != nil {
 			return nil, "", err
 		}
 		objs = append(objs, u)
 	}
-	return objs, l.GetResourceVersion(), nil
+	return objs, rv, nil
 }
 
 // watch opens a watch from rv, with bookmarks so that a re-watch starts from recent.
@@ -305,10 +291,7 @@ func (s *stream) watch(ctx context.Context, rv string) (watch.Interface, error) 
 	opts := s.listOptions()
 	opts.ResourceVersion = rv
 	opts.AllowWatchBookmarks = true
-	if s.metadataOnly {
-		return s.metadata.Resource(s.gvr).Namespace(s.namespace).Watch(ctx, opts)
-	}
-	return s.dynamic.Resource(s.gvr).Namespace(s.namespace).Watch(ctx, opts)
+	return s.src.watch(ctx, s.resource, opts)
 }
 
 // object turns what a list or watch returned into an unstructured object of the
@@ -324,15 +307,12 @@ func (s *stream) object(obj runtime.Object) (*unstructured.Unstructured, error) 
 			return nil, fmt.Errorf("reading the metadata of a %s: %w", s.gvk.Kind, err)
 		}
 		u = &unstructured.Unstructured{Object: map[string]any{"metadata": m}}
-	default:
-		m, err := meta.Accessor(obj)
+	default: // a typed object (a client's scheme knew the kind): read in full all the same
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {
-			return nil, fmt.Errorf("unexpected %T in a watch of %s", obj, s.gvr.Resource)
+			return nil, fmt.Errorf("unexpected %T in a watch of %s: %w", obj, s.gvr.Resource, err)
 		}
-		u = &unstructured.Unstructured{Object: map[string]any{}}
-		u.SetName(m.GetName())
-		u.SetNamespace(m.GetNamespace())
-		u.SetResourceVersion(m.GetResourceVersion())
+		u = &unstructured.Unstructured{Object: m}
 	}
 	if s.gvk.Group == "" && s.gvk.Kind == "Secret" {
 		delete(u.Object, "data")

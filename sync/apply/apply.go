@@ -67,7 +67,7 @@ func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstruct
 			break
 		}
 		if stage != RestStage {
-			if err = waitForStage(ctx, c, staged, entries, got, timeout); err != nil {
+			if err = waitForStage(ctx, c, stage, staged, got, timeout); err != nil {
 				break
 			}
 		}

@@ -7,4 +7,7 @@
 // SyncTargets, and the redaction of Secret values from the API server's errors.
 //
 // The daemon plans, then writes; `converge diff` plans and formats. Plan never writes.
+// Between two stages the Applier waits for what the next one needs (a CRD Established, a
+// Namespace Active) with the health package's engine, the one the daemon waits for a
+// revision with.
 package apply

@@ -58,13 +58,9 @@ func listOwned(ctx context.Context, c client.Client, objects []*unstructured.Uns
 	if len(objects) == 0 {
 		return live
 	}
-	owner := client.MatchingLabels{}
-	for _, k := range []string{convergev1.NameLabel, convergev1.NamespaceLabel} {
-		v, ok := objects[0].GetLabels()[k]
-		if !ok {
-			return live
-		}
-		owner[k] = v
+	owner := ownerLabels(objects)
+	if owner == nil {
+		return live
 	}
 	counts := map[scope]int{}
 	for _, o := range objects {
@@ -77,6 +73,23 @@ func listOwned(ctx context.Context, c client.Client, objects []*unstructured.Uns
 		live.listOwner(ctx, c, s, owner)
 	}
 	return live
+}
+
+// ownerLabels are the owner labels the objects carry, as the first one carries them; nil
+// when it lacks one.
+func ownerLabels(objects []*unstructured.Unstructured) client.MatchingLabels {
+	if len(objects) == 0 {
+		return nil
+	}
+	owner := client.MatchingLabels{}
+	for _, k := range []string{convergev1.NameLabel, convergev1.NamespaceLabel} {
+		v, ok := objects[0].GetLabels()[k]
+		if !ok {
+			return nil
+		}
+		owner[k] = v
+	}
+	return owner
 }
 
 // listOwner adds to l the objects of scope s carrying the owner labels, whole, and marks

@@ -151,64 +151,87 @@ func Plan(ctx context.Context, c client.Client, objects []*unstructured.Unstruct
 // (nil otherwise: it is then read only when the dry-run shows it exists, or fails).
 func planOne(ctx context.Context, c client.Client, o, existing *unstructured.Unstructured, pending *Pending) (Decision, error) {
 	utils.RemoveCABundleFromCRD(o)
-	d := Decision{Object: o, Live: existing}
+	p := &planning{ctx: ctx, c: c, d: Decision{Object: o, Live: existing}}
 	if Excluded(o) || Excluded(existing) {
-		d.Action = ssa.SkippedAction
-		return d, nil
+		p.d.Action = ssa.SkippedAction
+		return p.d, nil
 	}
-	read := func() (*unstructured.Unstructured, error) {
-		if d.Live != nil {
-			return d.Live, nil
-		}
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(o.GroupVersionKind())
-		if err := c.Get(ctx, client.ObjectKeyFromObject(o), u); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, nil
-			}
-			return nil, err
-		}
-		d.Live = u
-		return u, nil
-	}
-
 	dryRun := o.DeepCopy()
 	if err := dryRunApply(ctx, c, dryRun); err != nil {
-		if note := pending.note(o, err); note != "" {
-			d.Action, d.Note = ssa.CreatedAction, note
-			return d, nil
-		}
-		live, getErr := read()
-		if getErr == nil && live != nil && Excluded(live) {
-			d.Action = ssa.SkippedAction
-			return d, nil
-		}
-		if getErr == nil && live != nil && ssaerrors.IsImmutableError(err) && (Forced(o) || Forced(live)) {
-			d.Action, d.Recreate = ssa.ConfiguredAction, true
-			return d, nil
-		}
-		return Decision{}, ssaerrors.NewDryRunErr(err, dryRun)
+		return p.dryRunFailed(err, dryRun, pending)
 	}
-	d.DryRun = dryRun
+	return p.dryRunDone(dryRun)
+}
+
+// planning is the decision on one object under way.
+type planning struct {
+	ctx context.Context
+	c   client.Client
+	d   Decision
+}
+
+// live returns the live object: the one known already, else the one read now, kept in
+// the decision; nil when it does not exist.
+func (p *planning) live() (*unstructured.Unstructured, error) {
+	if p.d.Live != nil {
+		return p.d.Live, nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(p.d.Object.GroupVersionKind())
+	if err := p.c.Get(p.ctx, client.ObjectKeyFromObject(p.d.Object), u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	p.d.Live = u
+	return u, nil
+}
+
+// dryRunFailed decides on an object whose dry-run failed with err: created when pending
+// brings its kind or namespace, skipped when the live object is excluded, recreated when
+// an immutable field changes and the object or the live one forces it, else an error.
+func (p *planning) dryRunFailed(err error, dryRun *unstructured.Unstructured, pending *Pending) (Decision, error) {
+	o := p.d.Object
+	if note := pending.note(o, err); note != "" {
+		p.d.Action, p.d.Note = ssa.CreatedAction, note
+		return p.d, nil
+	}
+	live, getErr := p.live()
+	if getErr == nil && live != nil && Excluded(live) {
+		p.d.Action = ssa.SkippedAction
+		return p.d, nil
+	}
+	if getErr == nil && live != nil && ssaerrors.IsImmutableError(err) && (Forced(o) || Forced(live)) {
+		p.d.Action, p.d.Recreate = ssa.ConfiguredAction, true
+		return p.d, nil
+	}
+	return Decision{}, ssaerrors.NewDryRunErr(err, dryRun)
+}
+
+// dryRunDone decides from the dry-run result: created when the object does not exist,
+// else by comparing it with the live object.
+func (p *planning) dryRunDone(dryRun *unstructured.Unstructured) (Decision, error) {
+	p.d.DryRun = dryRun
 	if dryRun.GetResourceVersion() == "" {
-		d.Action = ssa.CreatedAction
-		return d, nil
+		p.d.Action = ssa.CreatedAction
+		return p.d, nil
 	}
-	live, err := read()
+	live, err := p.live()
 	if err != nil {
-		return Decision{}, fmt.Errorf("%s: reading the live object: %w", utils.FmtUnstructured(o), err)
+		return Decision{}, fmt.Errorf("%s: reading the live object: %w", utils.FmtUnstructured(p.d.Object), err)
 	}
 	switch {
 	case live == nil:
-		d.Action = ssa.CreatedAction // deleted since the dry-run
+		p.d.Action = ssa.CreatedAction // deleted since the dry-run
 	case Excluded(live):
-		d.Action, d.DryRun = ssa.SkippedAction, nil
+		p.d.Action, p.d.DryRun = ssa.SkippedAction, nil
 	case Drifted(live, dryRun):
-		d.Action = ssa.ConfiguredAction
+		p.d.Action = ssa.ConfiguredAction
 	default:
-		d.Action = ssa.UnchangedAction
+		p.d.Action = ssa.UnchangedAction
 	}
-	return d, nil
+	return p.d, nil
 }
 
 func dryRunApply(ctx context.Context, c client.Client, o *unstructured.Unstructured) error {

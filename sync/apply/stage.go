@@ -25,6 +25,13 @@ const (
 	numStages
 )
 
+// stageNames name the stages in messages.
+var stageNames = [numStages]string{
+	DefinitionStage: "CRDs, Namespaces and ClusterRoles",
+	ClassStage:      "class definitions",
+	RestStage:       "objects",
+}
+
 var (
 	forceSelector     = map[string]string{ForceAnnotation: "enabled"}
 	exclusionSelector = map[string]string{convergev1.ReconcileAnnotation: convergev1.DisabledValue}

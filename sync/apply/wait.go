@@ -5,39 +5,36 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
-	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
-	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/health"
 )
 
-// waitForStage waits until the objects of a stage that later stages may depend on are
-// ready. A Namespace or ClusterRole is ready once it exists, as the API server's answer
-// shows; a new CRD needs a moment to be Established: only such objects are polled. Then,
-// as an Established CRD is not always in discovery yet, the kinds of the stage's CRDs are
-// waited for too, or the objects of those kinds that come next would fail their dry-run
-// with "no matches for kind".
-func waitForStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured,
-	entries []ssa.ChangeSetEntry, got []*unstructured.Unstructured, timeout time.Duration) error {
-	var unready []ssa.ChangeSetEntry
-	for i, e := range entries {
-		if !isCurrent(got[i]) {
-			unready = append(unready, e)
-		}
+// waitForStage waits, through the health engine (health.Checker, reading with c's
+// identity), until the objects of a stage that later stages may depend on are ready:
+// Current in kstatus' terms, a CRD once Established, a Namespace once Active. What the
+// API server answered the apply (got) settles the objects it shows ready already, a
+// Namespace or a ClusterRole, so that only the others (a new CRD, for a moment) are
+// watched. Then, as an Established CRD is not always in discovery yet, the kinds of the
+// stage's CRDs are waited for too, or the objects of those kinds that come next would
+// fail their dry-run with "no matches for kind". Both waits are bounded by timeout.
+func waitForStage(ctx context.Context, c client.Client, stage int, objects, got []*unstructured.Unstructured,
+	timeout time.Duration) error {
+	refs := make([]health.ObjectRef, len(objects))
+	for i, o := range objects {
+		refs[i] = health.RefForObject(o)
 	}
-	if len(unready) > 0 {
-		poller := polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{})
-		rm := ssa.NewResourceManager(c, poller, ssa.Owner{Field: FieldManager, Group: convergev1.GroupVersion.Group})
-		set := (&ssa.ChangeSet{Entries: unready}).ToObjMetadataSet()
-		if err := rm.WaitForSet(set, ssa.WaitOptions{Interval: 200 * time.Millisecond, Timeout: timeout}); err != nil {
-			return err
-		}
+	opts := health.Options{Timeout: timeout, Observed: got}
+	if owner := ownerLabels(objects); owner != nil {
+		opts.Selector = labels.SelectorFromSet(labels.Set(owner))
+	}
+	if _, err := health.NewForClient(c).Wait(ctx, refs, opts); err != nil {
+		return fmt.Errorf("%s not ready for the next stage: %w", stageNames[stage], err)
 	}
 	return waitForKinds(ctx, c.RESTMapper(), objects, timeout)
 }
@@ -79,13 +76,4 @@ func waitForKinds(ctx context.Context, mapper meta.RESTMapper, objects []*unstru
 		return fmt.Errorf("%s %s/%s is not served yet: %w", missing.gk.Kind, missing.gk.Group, missing.version, err)
 	}
 	return nil
-}
-
-// isCurrent reports whether kstatus finds o (as the API server returned it) ready.
-func isCurrent(o *unstructured.Unstructured) bool {
-	if o == nil {
-		return false
-	}
-	res, err := kstatus.Compute(o)
-	return err == nil && res.Status == kstatus.CurrentStatus
 }
