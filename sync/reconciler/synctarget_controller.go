@@ -226,7 +226,8 @@ func (ic *ImpersonatingClients) For(st *convergev1.SyncTarget) (client.Client, e
 	}
 	cfg := rest.CopyConfig(ic.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	c, err := client.New(cfg, client.Options{Scheme: ic.Scheme, Mapper: ic.Mapper})
+	// One that can watch: the apply's stage waits (health) then watch instead of listing again.
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: ic.Scheme, Mapper: ic.Mapper})
 	if err != nil {
 		return nil, fmt.Errorf("client for %q: %w", user, err)
 	}
