@@ -69,7 +69,9 @@ type NotificationProvider struct {
 
 	// Address is the URL to post to: the webhook URL of webhook, slack, teams and discord
 	// (or the Secret's "address" key, to keep it secret), or the API base of a self-hosted
-	// forge, e.g. https://gitlab.example.com (default: derived from the SyncTarget's URL).
+	// forge, e.g. https://gitlab.example.com (default: the public service of the type:
+	// api.github.com, gitlab.com, gitea.com, api.bitbucket.org; SyncTargets whose source URL
+	// is on another host are skipped).
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^https?://[^\s/?#]+[^\s]*$')`,message="must be an http:// or https:// URL"
 	// +optional

@@ -85,7 +85,7 @@ func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstruct
 	}
 	if err != nil {
 		// The API server quotes invalid values: keep Secrets' out of status and events.
-		return res, RedactSecretValues(fmt.Errorf("apply failed: %w", err), objects)
+		return res, RedactSecretValues(err, objects)
 	}
 	return res, nil
 }

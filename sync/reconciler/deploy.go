@@ -81,19 +81,19 @@ func (ru *run) attempt(ctx context.Context, revision string) outcome {
 	return fromFailure(*f, revision, a, msg)
 }
 
-// rollback deploys healthy again after failed failed with f.
-func (ru *run) rollback(ctx context.Context, failed, healthy string, f failure, a *attempt, failMsg string) outcome {
+// rollback deploys healthy again after revision failed with f.
+func (ru *run) rollback(ctx context.Context, revision, healthy string, f failure, a *attempt, failMsg string) outcome {
 	st := ru.st
-	rb, rbf := ru.deploy(ctx, healthWait{revision: healthy, healthy: healthy, failed: failed}, st.Status.Inventory)
+	rb, rbf := ru.deploy(ctx, healthWait{revision: healthy, healthy: healthy, failed: revision}, st.Status.Inventory)
 	if rbf != nil {
-		return fromFailure(f, failed, a, fmt.Sprintf("%s; rolling back to %s failed too: %v", failMsg, healthy, rbf.err))
+		return fromFailure(f, revision, a, fmt.Sprintf("%s; rolling back to %s failed too: %v", failMsg, healthy, rbf.err))
 	}
 	st.Status.LastAppliedRevision = healthy
 	st.Status.Inventory = apply.MergeInventory(rb.inventory, rb.pruned.Failed)
 	ru.remember(healthy, rb.objects)
 	rb.record(a)
 	a.firstHealthy = false
-	return outcome{kind: rolledBack, reason: convergev1.RolledBackReason, revision: failed, attempt: a,
+	return outcome{kind: rolledBack, reason: convergev1.RolledBackReason, revision: revision, attempt: a,
 		message: fmt.Sprintf("%s; rolled back to %s (%s)", failMsg, healthy, rb.summary())}
 }
 

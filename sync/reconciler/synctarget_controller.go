@@ -71,7 +71,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	st, err := r.getSyncTarget(ctx, req.NamespacedName)
 	if err != nil || st == nil {
 		if st == nil && err == nil {
-			r.forget(req.NamespacedName)
+			r.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, err
 	}
@@ -235,8 +235,9 @@ func (ic *ImpersonatingClients) For(st *convergev1.SyncTarget) (client.Client, e
 	return c, nil
 }
 
-// forget drops what the reconciler keeps of a SyncTarget that is gone.
-func (r *Reconciler) forget(key client.ObjectKey) {
+// Forget drops everything kept of a SyncTarget that is gone: its state, its poller
+// subscription and fresh-resolve marks (the fetcher), and the drift seen of its objects.
+func (r *Reconciler) Forget(key client.ObjectKey) {
 	r.Fetcher.Forget(key)
 	r.Drift.Forget(key)
 	r.states.forget(key)
