@@ -44,6 +44,7 @@ func Read(ctx context.Context, r client.Reader, st *convergev1.SyncTarget) (Vari
 		return Variables{}, nil
 	}
 	vars := map[string]string{}
+	var sensitive []string
 	h := sha256.New()
 	for i, ref := range pb.SubstituteFrom {
 		data, found, err := readReferent(ctx, r, st.Namespace, ref)
@@ -54,13 +55,16 @@ func Read(ctx context.Context, r client.Reader, st *convergev1.SyncTarget) (Vari
 		for k, v := range data {
 			if isName(k) {
 				vars[k] = v
+				if ref.Kind == "Secret" {
+					sensitive = append(sensitive, v)
+				}
 			}
 		}
 	}
 	for k, v := range pb.Substitute {
 		vars[k] = v
 	}
-	out := Variables{Substitution: &render.Substitution{Vars: vars, Strict: st.SubstitutionStrict()}}
+	out := Variables{Substitution: &render.Substitution{Vars: vars, Strict: st.SubstitutionStrict(), Sensitive: sensitive}}
 	if len(pb.SubstituteFrom) > 0 {
 		out.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	}

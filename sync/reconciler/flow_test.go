@@ -3,10 +3,12 @@ package reconciler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -255,6 +257,28 @@ func TestFlowForgetsADeletedTarget(t *testing.T) {
 	f.g.Expect(err).NotTo(HaveOccurred())
 	f.g.Expect(f.r.states.len()).To(Equal(0))
 	f.g.Expect(f.source.Forgotten()).To(ConsistOf(f.key))
+}
+
+// A value read from a Secret for spec.postBuild and quoted back by a failure (here the
+// health check's message) reaches neither the status, the history nor the returned error.
+func TestFlowKeepsSecretVariablesOutOfMessages(t *testing.T) {
+	f := newFlow(t, rev1, func(st *convergev1.SyncTarget) {
+		st.Spec.PostBuild = &convergev1.PostBuildSpec{SubstituteFrom: []convergev1.SubstituteReference{{Kind: "Secret", Name: "db"}}}
+		st.Spec.Rollback = &convergev1.RollbackSpec{Enabled: ptr.To(false)}
+	})
+	db := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"},
+		Data: map[string][]byte{"password": []byte("hunter2-very-secret")}}
+	f.g.Expect(f.c.Create(context.Background(), db)).To(Succeed())
+	o := configMap("web", "${password}")
+	o.SetAnnotations(map[string]string{reconcilertest.UnhealthyAnnotation: "refused password ${password}"})
+	f.objects.Set(rev1, o)
+
+	st := f.reconcile()
+	f.g.Expect(f.live("web")).To(Equal(map[string]any{"v": "hunter2-very-secret"}), "the variable was substituted")
+	f.g.Expect(newestResult(st)).To(Equal(convergev1.SyncFailed))
+	text := fmt.Sprint(st.Status.Conditions, st.Status.History)
+	f.g.Expect(text).To(ContainSubstring("refused password [redacted]"))
+	f.g.Expect(text).NotTo(ContainSubstring("hunter2-very-secret"))
 }
 
 // stepUntil steps the clock, half a poll of the source at a time, until done: the health

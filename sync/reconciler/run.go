@@ -15,6 +15,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sync/apply"
 	"github.com/converge-gitops/converge/sync/postbuild"
+	"github.com/converge-gitops/converge/sync/render"
 )
 
 // run is one reconcile of one SyncTarget: the object, its remembered state, the status as
@@ -114,6 +115,7 @@ func (ru *run) progressIfSlow(ctx context.Context, msg string) (done func() erro
 // announce emits the event of an outcome that is not the reconcile's last word (a failure
 // whose rollback follows), leaving status and history to the final outcome.
 func (ru *run) announce(o outcome) {
+	o.message = ru.redact(o.message)
 	fx := effectsOf(ru.st, o, 0)
 	ru.r.event(ru.st, fx.eventType, fx.eventReason, o.revision, o.message)
 }
@@ -121,6 +123,10 @@ func (ru *run) announce(o outcome) {
 // finish turns the outcome into status, history, event and metrics.
 func (ru *run) finish(o outcome) (ctrl.Result, error) {
 	now := ru.r.Clock.Now()
+	o.message = ru.redact(o.message)
+	if o.err != nil {
+		o.err = &redactedError{msg: ru.redact(o.err.Error()), err: o.err}
+	}
 	if o.verified == nil {
 		o.verified = ru.verified
 	}
@@ -136,6 +142,26 @@ func (ru *run) finish(o outcome) (ctrl.Result, error) {
 	}
 	return fx.requeue, fx.err
 }
+
+// redact removes from msg the values read from Secrets for the spec.postBuild variables: a
+// value substituted into a field the API server refuses is quoted in its error, which would
+// reach the status, events, commit statuses and logs.
+func (ru *run) redact(msg string) string {
+	if ru.vars.Substitution == nil || len(ru.vars.Substitution.Sensitive) == 0 {
+		return msg
+	}
+	return render.Redact(msg, ru.vars.Substitution.Sensitive)
+}
+
+// redactedError is an error whose message has Secret values removed; it unwraps to the
+// original, whose message must not be shown.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // observe records the metrics of an attempt that ended. The latencies to healthy are
 // observed once per revision: a periodic full sync of it again is no new deploy.

@@ -35,7 +35,14 @@ type Substitution struct {
 	// Strict makes an unset variable without a default an error naming every such
 	// variable (sorted); otherwise it is replaced by the empty string.
 	Strict bool
+	// Sensitive are the values read from Secrets: an object named after one is named
+	// "[redacted]" in errors, and callers redact them from every message (Redact).
+	Sensitive []string
 }
+
+// Redact replaces in msg every value of sensitive four characters long or more by
+// "[redacted]", the longest first.
+func Redact(msg string, sensitive []string) string { return redact(msg, sensitive) }
 
 // substitute runs s over the items in place, within the render's byte budget. Error
 // messages name objects, fields and variables, never a value.
@@ -53,12 +60,12 @@ func substitute(items []item, s Substitution, limits Limits, display string) err
 			}
 			out, err := x.walk(v, k)
 			if err != nil {
-				return it.err(fmt.Errorf("%s: %w", idOf(it.obj), err))
+				return it.err(fmt.Errorf("%s: %w", redact(idOf(it.obj).String(), s.Sensitive), err))
 			}
 			it.obj.Object[k] = out
 		}
 		if x.newMissing {
-			users = append(users, idOf(it.obj).String())
+			users = append(users, redact(idOf(it.obj).String(), s.Sensitive))
 		}
 	}
 	if len(x.missing) == 0 {

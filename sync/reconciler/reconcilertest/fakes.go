@@ -160,8 +160,9 @@ func (r *Renderer) Renders() int {
 	return r.renders
 }
 
-// Render returns copies of the objects of the revision checked out at root.
-func (r *Renderer) Render(_ context.Context, st *convergev1.SyncTarget, root string, _ *render.Substitution) ([]*unstructured.Unstructured, error) {
+// Render returns copies of the objects of the revision checked out at root, "${name}" in
+// their annotations and string data replaced by the variables of sub.
+func (r *Renderer) Render(_ context.Context, st *convergev1.SyncTarget, root string, sub *render.Substitution) ([]*unstructured.Unstructured, error) {
 	revision, ok := strings.CutPrefix(root, checkoutPrefix)
 	if !ok {
 		return nil, fmt.Errorf("%s is no checkout of the fake fetcher", root)
@@ -188,6 +189,7 @@ func (r *Renderer) Render(_ context.Context, st *convergev1.SyncTarget, root str
 		}
 		labels[convergev1.NameLabel], labels[convergev1.NamespaceLabel] = st.Name, st.Namespace
 		c.SetLabels(labels)
+		substitute(c, sub)
 		out[i] = c
 	}
 	return out, nil
@@ -269,3 +271,29 @@ type Clients struct{ C client.Client }
 
 // For implements the reconciler's Clients.
 func (c Clients) For(*convergev1.SyncTarget) (client.Client, error) { return c.C, nil }
+
+// substitute replaces "${name}" in o's annotations and string data by sub's variables.
+func substitute(o *unstructured.Unstructured, sub *render.Substitution) {
+	if sub == nil {
+		return
+	}
+	expand := func(v string) string {
+		for name, value := range sub.Vars {
+			v = strings.ReplaceAll(v, "${"+name+"}", value)
+		}
+		return v
+	}
+	if a := o.GetAnnotations(); a != nil {
+		for k, v := range a {
+			a[k] = expand(v)
+		}
+		o.SetAnnotations(a)
+	}
+	if data, ok := o.Object["data"].(map[string]any); ok {
+		for k, v := range data {
+			if s, ok := v.(string); ok {
+				data[k] = expand(s)
+			}
+		}
+	}
+}
