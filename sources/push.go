@@ -118,7 +118,7 @@ func (b *Branch) Close() {
 // repository's root), as last written or else as on the branch. It fails with fs.ErrNotExist
 // when there is none, and with another error when name is a directory, symlink or submodule.
 func (b *Branch) ReadFile(name string) ([]byte, error) {
-	if err := checkWritePath(name); err != nil {
+	if err := checkPath("read", name); err != nil {
 		return nil, err
 	}
 	if data, ok := b.staged[name]; ok {
@@ -157,7 +157,7 @@ func (b *Branch) WriteFile(name string, data []byte) error {
 	if b.pushed {
 		return errors.New("the branch was pushed already: open it again")
 	}
-	if err := checkWritePath(name); err != nil {
+	if err := checkPath("write", name); err != nil {
 		return err
 	}
 	if b.staged == nil {
@@ -167,11 +167,11 @@ func (b *Branch) WriteFile(name string, data []byte) error {
 	return nil
 }
 
-// checkWritePath accepts a clean relative slash-separated path whose every element git accepts.
-func checkWritePath(name string) error {
+// checkPath accepts a clean relative slash-separated path whose every element git accepts.
+func checkPath(op, name string) error {
 	for _, elem := range strings.Split(name, "/") {
 		if !safeName(elem) {
-			return &fs.PathError{Op: "write", Path: name, Err: fs.ErrInvalid}
+			return &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 		}
 	}
 	return nil
