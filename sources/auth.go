@@ -51,7 +51,7 @@ type Auth struct {
 
 	once     sync.Once
 	signer   ssh.Signer
-	hostKeys *knownhosts.HostKeyDB
+	hostKeys *hostKeyPolicy
 	sshErr   error
 }
 
@@ -120,7 +120,7 @@ func (a *Auth) certPool() (*x509.CertPool, error) {
 }
 
 // ssh parses the identity and known_hosts once.
-func (a *Auth) ssh() (ssh.Signer, *knownhosts.HostKeyDB, error) {
+func (a *Auth) ssh() (ssh.Signer, *hostKeyPolicy, error) {
 	if a == nil || len(a.Identity) == 0 || len(a.KnownHosts) == 0 {
 		return nil, nil, fmt.Errorf("%w: ssh needs a secret with %q and %q", ErrInvalidSource, SecretIdentity, SecretKnownHosts)
 	}
@@ -152,10 +152,22 @@ func parseIdentity(pemBytes []byte, passphrase string) (ssh.Signer, error) {
 	return nil, fmt.Errorf("%w: %q is not a private key in PEM or OpenSSH format", ErrInvalidSource, SecretIdentity)
 }
 
-// parseKnownHosts checks the known_hosts data and loads it into a database that also knows which
-// host key algorithms to ask each host for (so that a server with several keys presents the one
-// we know).
-func parseKnownHosts(data []byte) (*knownhosts.HostKeyDB, error) {
+// hostKeyPolicy is how every SSH connection converge makes checks the server — the daemon's
+// polls and fetches, `converge bootstrap git`'s push, and the check of `converge create secret
+// git`: only a key known_hosts lists for the host is accepted, and the server is asked for the
+// key types known_hosts has for it (so that a server with several keys presents the one we
+// know). parseKnownHosts is its only constructor.
+type hostKeyPolicy struct {
+	// check is the ssh.HostKeyCallback: it refuses an unknown or changed key with a
+	// *hostKeyError saying which, and what the server presented.
+	check ssh.HostKeyCallback
+	// algorithms lists the host key algorithms to ask host:port for.
+	algorithms func(hostport string) []string
+}
+
+// parseKnownHosts checks the known_hosts data (every entry parses, at least one) and builds
+// the host key policy from it. Its errors match ErrInvalidSource and never quote the data.
+func parseKnownHosts(data []byte) (*hostKeyPolicy, error) {
 	rest, entries := data, 0
 	for {
 		var err error
@@ -186,12 +198,11 @@ func parseKnownHosts(data []byte) (*knownhosts.HostKeyDB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q does not parse", ErrInvalidSource, SecretKnownHosts)
 	}
-	return db, nil
+	return &hostKeyPolicy{check: explainHostKeyErrors(db.HostKeyCallback()), algorithms: db.HostKeyAlgorithms}, nil
 }
 
-// hostKeyCallback checks the server's key against known_hosts and explains a refusal.
-func hostKeyCallback(db *knownhosts.HostKeyDB) ssh.HostKeyCallback {
-	check := db.HostKeyCallback()
+// explainHostKeyErrors turns the refusals of check into *hostKeyError values that say why.
+func explainHostKeyErrors(check ssh.HostKeyCallback) ssh.HostKeyCallback {
 	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
 		err := check(hostname, remote, key)
 		if err == nil {

@@ -268,11 +268,8 @@ func (c *Cache) fetch(ctx context.Context, src Source, rev Revision, dir string)
 	return nil
 }
 
-// fetchPack asks the server for exactly one commit with depth 1 and stores the objects of the
-// pack it sends: unpacked in memory while they fit MemoryBudget; beyond, the pack goes on into
-// a pack in dir, read back lazily, without fetching it again. Every byte of the pack passes a
-// packGuard first, which refuses it as soon as it declares more than a checkout within the caps
-// unpacks to.
+// fetchPack lists the refs and fetches exactly one commit (fetchCommit) within the cache's
+// caps: MaxBytes, MaxFiles and MemoryBudget.
 func (c *Cache) fetchPack(ctx context.Context, r *remote, hash plumbing.Hash, dir string) (storer.EncodedObjectStorer, func(), error) {
 	s, done, err := r.session(ctx)
 	if err != nil {
@@ -290,38 +287,35 @@ func (c *Cache) fetchPack(ctx context.Context, r *remote, hash plumbing.Hash, di
 // supports filtering, leaves out what is not needed (trees and blobs, for signatures).
 func (c *Cache) uploadPack(ctx context.Context, s transport.UploadPackSession, ar *packp.AdvRefs, hash plumbing.Hash,
 	dir string, filter packp.Filter) (storer.EncodedObjectStorer, func(), error) {
-	advertised := false
-	for _, m := range []map[string]plumbing.Hash{ar.References, ar.Peeled} {
-		for _, h := range m {
-			if h == hash {
-				advertised = true
-			}
-		}
-	}
-	if !advertised && !ar.Capabilities.Supports(capability.AllowReachableSHA1InWant) &&
-		!ar.Capabilities.Supports(capability.AllowTipSHA1InWant) {
-		return nil, nil, fmt.Errorf("%w: commit %s is not the tip of any ref and the server does not allow fetching other commits by sha",
-			ErrRefNotFound, hash)
-	}
+	return fetchCommit(ctx, s, ar, hash, dir, filter, c.limits())
+}
 
-	req := packp.NewUploadPackRequestFromCapabilities(ar.Capabilities)
-	req.Wants = []plumbing.Hash{hash}
-	if ar.Capabilities.Supports(capability.Shallow) {
-		req.Depth = packp.DepthCommits(1)
-		if err := req.Capabilities.Set(capability.Shallow); err != nil {
-			return nil, nil, err
-		}
+// limits are the caps of one fetch.
+func (c *Cache) limits() fetchLimits {
+	return fetchLimits{maxBytes: c.opts.MaxBytes, maxFiles: c.opts.MaxFiles, memoryBudget: c.opts.MemoryBudget}
+}
+
+// fetchLimits are the caps a fetch enforces on what the server sends: those of CacheOptions.
+type fetchLimits struct {
+	maxBytes, maxFiles, memoryBudget int64
+}
+
+// defaultFetchLimits are the caps of a fetch without a Cache (OpenBranch).
+var defaultFetchLimits = fetchLimits{maxBytes: DefaultMaxBytes, maxFiles: DefaultMaxFiles, memoryBudget: DefaultMemoryBudget}
+
+// fetchCommit asks the server of session s, whose refs were listed (ar), for exactly the
+// commit hash with depth 1, and stores the objects of the pack it sends within lim: unpacked in
+// memory while they fit the memory budget; beyond, the pack goes on into a pack in dir, read
+// back lazily, without fetching it again. Every byte of the pack passes a packGuard first,
+// which refuses it as soon as it declares more than a checkout within the caps unpacks to.
+func fetchCommit(ctx context.Context, s transport.UploadPackSession, ar *packp.AdvRefs, hash plumbing.Hash,
+	dir string, filter packp.Filter, lim fetchLimits) (storer.EncodedObjectStorer, func(), error) {
+	if err := checkWantable(ar, hash); err != nil {
+		return nil, nil, err
 	}
-	if filter != "" && ar.Capabilities.Supports(capability.Filter) {
-		req.Filter = filter
-		if err := req.Capabilities.Set(capability.Filter); err != nil {
-			return nil, nil, err
-		}
-	}
-	if ar.Capabilities.Supports(capability.NoProgress) {
-		if err := req.Capabilities.Set(capability.NoProgress); err != nil {
-			return nil, nil, err
-		}
+	req, err := newFetchRequest(ar, hash, filter)
+	if err != nil {
+		return nil, nil, err
 	}
 	resp, err := s.UploadPack(ctx, req)
 	if err != nil {
@@ -339,14 +333,62 @@ func (c *Cache) uploadPack(ctx context.Context, s transport.UploadPackSession, a
 	case req.Capabilities.Supports(capability.Sideband):
 		pack = sideband.NewDemuxer(sideband.Sideband, resp)
 	}
+	return storePack(pack, hash, dir, lim)
+}
+
+// checkWantable refuses a commit the server would not send: one that is no tip of a ref, from
+// a server that does not allow fetching other commits by SHA.
+func checkWantable(ar *packp.AdvRefs, hash plumbing.Hash) error {
+	for _, m := range []map[string]plumbing.Hash{ar.References, ar.Peeled} {
+		for _, h := range m {
+			if h == hash {
+				return nil
+			}
+		}
+	}
+	if ar.Capabilities.Supports(capability.AllowReachableSHA1InWant) || ar.Capabilities.Supports(capability.AllowTipSHA1InWant) {
+		return nil
+	}
+	return fmt.Errorf("%w: commit %s is not the tip of any ref and the server does not allow fetching other commits by sha",
+		ErrRefNotFound, hash)
+}
+
+// newFetchRequest wants hash alone, shallow, without progress, filtered with filter when the
+// server supports each.
+func newFetchRequest(ar *packp.AdvRefs, hash plumbing.Hash, filter packp.Filter) (*packp.UploadPackRequest, error) {
+	req := packp.NewUploadPackRequestFromCapabilities(ar.Capabilities)
+	req.Wants = []plumbing.Hash{hash}
+	if ar.Capabilities.Supports(capability.Shallow) {
+		req.Depth = packp.DepthCommits(1)
+		if err := req.Capabilities.Set(capability.Shallow); err != nil {
+			return nil, err
+		}
+	}
+	if filter != "" && ar.Capabilities.Supports(capability.Filter) {
+		req.Filter = filter
+		if err := req.Capabilities.Set(capability.Filter); err != nil {
+			return nil, err
+		}
+	}
+	if ar.Capabilities.Supports(capability.NoProgress) {
+		if err := req.Capabilities.Set(capability.NoProgress); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// storePack reads the pack of commit hash through a packGuard into a memory storage, going on
+// into a pack on disk in dir when its objects outgrow the memory budget.
+func storePack(pack io.Reader, hash plumbing.Hash, dir string, lim fetchLimits) (storer.EncodedObjectStorer, func(), error) {
 	// The pack is compressed and a tree within MaxBytes compresses to about that or less; twice
 	// the cap (plus room for tree objects) stops a hostile server from filling the disk.
-	lr := &limitedReader{r: pack, n: satAdd(satMul(2, c.opts.MaxBytes), satMul(512, c.opts.MaxFiles), 16<<20)}
-	guard := newPackGuard(lr, packLimitsFor(c.opts.MaxBytes, c.opts.MaxFiles, hash.String()), c.opts.MemoryBudget)
+	lr := &limitedReader{r: pack, n: satAdd(satMul(2, lim.maxBytes), satMul(512, lim.maxFiles), 16<<20)}
+	guard := newPackGuard(lr, packLimitsFor(lim.maxBytes, lim.maxFiles, hash.String()), lim.memoryBudget)
 	failed := func(err error) error {
 		switch {
 		case lr.exceeded:
-			return &LimitError{Limit: "MaxBytes", Max: c.opts.MaxBytes, Commit: hash.String(),
+			return &LimitError{Limit: "MaxBytes", Max: lim.maxBytes, Commit: hash.String(),
 				Reason: "the server's pack is larger than a checkout within the caps compresses to"}
 		case guard.Err() != nil:
 			return guard.Err()
@@ -364,7 +406,7 @@ func (c *Cache) uploadPack(ctx context.Context, s transport.UploadPackSession, a
 		return nil, nil, fmt.Errorf("%w: %v", ErrFetchFailed, err)
 	}
 	defer func() { _ = spool.Close() }()
-	mem := newMemStorage(c.opts.MemoryBudget)
+	mem := newMemStorage(lim.memoryBudget)
 	err = packfile.UpdateObjectStorage(mem, io.TeeReader(guard, spool))
 	if err == nil {
 		return mem, func() {}, nil
@@ -428,52 +470,69 @@ func (c *Cache) GC(keep func(commit string) bool) ([]string, error) {
 			continue
 		}
 		repoDir := filepath.Join(c.opts.Dir, repo.Name())
-		entries, err := os.ReadDir(repoDir)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, e := range entries {
-			if commit, ok := strings.CutSuffix(e.Name(), filesSuffix); ok && isHex(commit, 40) {
-				// A list goes with its checkout; one whose checkout is gone goes too.
-				if _, err := os.Lstat(filepath.Join(repoDir, commit)); errors.Is(err, fs.ErrNotExist) {
-					_ = os.Remove(filepath.Join(repoDir, e.Name()))
-				}
-				continue
-			}
-			if !isHex(e.Name(), 40) || keep(e.Name()) {
-				continue
-			}
-			dir := filepath.Join(repoDir, e.Name())
-			c.mu.Lock()
-			if t, ok := c.used[dir]; ok && now.Sub(t) < c.opts.GCGracePeriod {
-				c.mu.Unlock()
-				continue
-			}
-			// Move it out of sight first, under the lock, so Checkout either sees it whole or not;
-			// its list first, so that no new checkout starts to share its files.
-			_ = os.Remove(dir + filesSuffix)
-			trash, err := os.MkdirTemp(c.tmp, "gc-")
-			if err == nil {
-				_ = os.Chmod(dir, 0o755) // renaming a directory across parents needs write access to it
-				err = os.Rename(dir, filepath.Join(trash, "tree"))
-			}
-			delete(c.used, dir)
-			c.mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if err := removeTree(trash); err != nil {
-				errs = append(errs, err)
-			}
-			removed = append(removed, dir)
-		}
+		r, err := c.gcRepo(repoDir, keep, now)
+		removed = append(removed, r...)
+		errs = append(errs, err)
 		if left, err := os.ReadDir(repoDir); err == nil && len(left) == 0 {
 			_ = os.Remove(repoDir)
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// gcRepo is GC in the directory of one repository.
+func (c *Cache) gcRepo(repoDir string, keep func(commit string) bool, now time.Time) ([]string, error) {
+	entries, err := os.ReadDir(repoDir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if commit, ok := strings.CutSuffix(e.Name(), filesSuffix); ok && isHex(commit, 40) {
+			// A list goes with its checkout; one whose checkout is gone goes too.
+			if _, err := os.Lstat(filepath.Join(repoDir, commit)); errors.Is(err, fs.ErrNotExist) {
+				_ = os.Remove(filepath.Join(repoDir, e.Name()))
+			}
+			continue
+		}
+		if !isHex(e.Name(), 40) || keep(e.Name()) {
+			continue
+		}
+		dir := filepath.Join(repoDir, e.Name())
+		ok, err := c.remove(dir, now)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			removed = append(removed, dir)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// remove removes the checkout dir unless it was handed out within the grace period. It
+// reports whether the checkout is gone.
+func (c *Cache) remove(dir string, now time.Time) (bool, error) {
+	c.mu.Lock()
+	if t, ok := c.used[dir]; ok && now.Sub(t) < c.opts.GCGracePeriod {
+		c.mu.Unlock()
+		return false, nil
+	}
+	// Move it out of sight first, under the lock, so Checkout either sees it whole or not;
+	// its list first, so that no new checkout starts to share its files.
+	_ = os.Remove(dir + filesSuffix)
+	trash, err := os.MkdirTemp(c.tmp, "gc-")
+	if err == nil {
+		_ = os.Chmod(dir, 0o755) // renaming a directory across parents needs write access to it
+		err = os.Rename(dir, filepath.Join(trash, "tree"))
+	}
+	delete(c.used, dir)
+	c.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	return true, removeTree(trash)
 }
 
 // removeTree removes a directory tree made read-only by a checkout.

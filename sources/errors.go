@@ -174,18 +174,8 @@ func classify(ctx context.Context, err error) (detail string, kind error) {
 	if errors.As(err, &hk) {
 		return hk.msg, hk.kind
 	}
-	if ctx.Err() != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return "no answer from the server before the deadline", ErrTimeout
-		}
-		return "", ctx.Err()
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "no answer from the server before the deadline", ErrTimeout
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return "no answer from the server before the deadline", ErrTimeout
+	if detail, kind, ok := classifyTimeout(ctx, err); ok {
+		return detail, kind
 	}
 	// Errors of this package carry their kind already.
 	for _, k := range []error{ErrInvalidSource, ErrRefNotFound, ErrAuthFailed, ErrRepositoryNotFound, ErrFetchFailed} {
@@ -193,17 +183,8 @@ func classify(ctx context.Context, err error) (detail string, kind error) {
 			return strings.TrimPrefix(strings.TrimPrefix(err.Error(), k.Error()), ": "), k
 		}
 	}
-	switch {
-	case errors.Is(err, transport.ErrAuthenticationRequired):
-		return "the server asked for credentials and refused the ones given (or none were given)", ErrAuthFailed
-	case errors.Is(err, transport.ErrAuthorizationFailed):
-		return "the server refused access with these credentials", ErrAuthFailed
-	case strings.Contains(err.Error(), "unable to authenticate"):
-		return "the ssh server refused the identity", ErrAuthFailed
-	case errors.Is(err, transport.ErrRepositoryNotFound):
-		return "the server has no repository at this path (or hides it from these credentials)", ErrRepositoryNotFound
-	case errors.Is(err, transport.ErrEmptyRemoteRepository):
-		return "the remote repository is empty", ErrRefNotFound
+	if detail, kind, ok := classifyGit(err); ok {
+		return detail, kind
 	}
 	var ua x509.UnknownAuthorityError
 	var hn x509.HostnameError
@@ -211,6 +192,44 @@ func classify(ctx context.Context, err error) (detail string, kind error) {
 	if errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) {
 		return "the server's certificate is not trusted; set ca.crt in the secret: " + err.Error(), ErrUntrustedCertificate
 	}
+	return classifyNet(err)
+}
+
+// classifyTimeout recognizes the end of ctx and the timeouts of the network.
+func classifyTimeout(ctx context.Context, err error) (detail string, kind error, ok bool) {
+	const noAnswer = "no answer from the server before the deadline"
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return noAnswer, ErrTimeout, true
+		}
+		return "", ctx.Err(), true
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return noAnswer, ErrTimeout, true
+	}
+	return "", nil, false
+}
+
+// classifyGit recognizes the errors of go-git's transports.
+func classifyGit(err error) (detail string, kind error, ok bool) {
+	switch {
+	case errors.Is(err, transport.ErrAuthenticationRequired):
+		return "the server asked for credentials and refused the ones given (or none were given)", ErrAuthFailed, true
+	case errors.Is(err, transport.ErrAuthorizationFailed):
+		return "the server refused access with these credentials", ErrAuthFailed, true
+	case strings.Contains(err.Error(), "unable to authenticate"):
+		return "the ssh server refused the identity", ErrAuthFailed, true
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return "the server has no repository at this path (or hides it from these credentials)", ErrRepositoryNotFound, true
+	case errors.Is(err, transport.ErrEmptyRemoteRepository):
+		return "the remote repository is empty", ErrRefNotFound, true
+	}
+	return "", nil, false
+}
+
+// classifyNet recognizes the failures to connect; anything else is ErrFetchFailed.
+func classifyNet(err error) (detail string, kind error) {
 	var dns *net.DNSError
 	var op *net.OpError
 	switch {

@@ -253,27 +253,65 @@ func (g *packGuard) next() {
 // result, and checks them before any of it is handed on.
 func (g *packGuard) objectHeader() error {
 	g.start = g.in.offset()
-	c, err := g.readByte()
+	typ, size, err := g.typeAndSize()
 	if err != nil {
 		return err
 	}
-	typ := (c >> 4) & 7
-	size := uint64(c & 0x0f)
+	if err := g.deltaBase(typ); err != nil {
+		return err
+	}
+	if err := g.checkSize(size); err != nil {
+		return err
+	}
+	g.size, g.written = int64(size), 0
+	g.checkBudget(size)
+
+	if g.zr == nil {
+		g.zr, err = zlib.NewReader(&g.in)
+		g.scratch = make([]byte, inflateChunk)
+	} else {
+		err = g.zr.(zlib.Resetter).Reset(&g.in, nil)
+	}
+	if err != nil {
+		return g.inflateErr(err)
+	}
+	g.state = stData
+	if g.delta {
+		return g.deltaTarget()
+	}
+	return nil
+}
+
+// typeAndSize reads the type and the declared size that start an object.
+func (g *packGuard) typeAndSize() (typ byte, size uint64, err error) {
+	c, err := g.readByte()
+	if err != nil {
+		return 0, 0, err
+	}
+	typ = (c >> 4) & 7
+	size = uint64(c & 0x0f)
 	for shift := uint(4); c&0x80 != 0; shift += 7 {
 		if shift > 57 {
-			return g.malformed("its size does not fit in 64 bits")
+			return 0, 0, g.malformed("its size does not fit in 64 bits")
 		}
 		if c, err = g.readByte(); err != nil {
-			return err
+			return 0, 0, err
 		}
 		size |= uint64(c&0x7f) << shift
 	}
+	return typ, size, nil
+}
+
+// deltaBase notes whether an object of type typ is a delta, and reads the base of a delta: an
+// offset, which must point back into the pack, or a hash.
+func (g *packGuard) deltaBase(typ byte) error {
 	switch typ {
 	case packCommit, packTree, packBlob, packTag:
 		g.delta = false
 	case packOFSDelta:
 		g.delta = true
-		if c, err = g.readByte(); err != nil {
+		c, err := g.readByte()
+		if err != nil {
 			return err
 		}
 		off := uint64(c & 0x7f)
@@ -292,13 +330,16 @@ func (g *packGuard) objectHeader() error {
 	case packREFDelta:
 		g.delta = true
 		var base [20]byte
-		if err := g.readFull(base[:]); err != nil {
-			return err
-		}
+		return g.readFull(base[:])
 	default:
 		return g.malformed("it has the unknown type %d", typ)
 	}
+	return nil
+}
 
+// checkSize checks an object's declared size against the caps, alone and added to the others
+// of its kind (whole objects, deltas).
+func (g *packGuard) checkSize(size uint64) error {
 	if g.delta {
 		if size > uint64(g.lim.bytes) {
 			return g.lim.tooLarge("the server's pack holds a delta of %d bytes", size)
@@ -306,29 +347,13 @@ func (g *packGuard) objectHeader() error {
 		if !g.lim.add(&g.deltas, size) {
 			return g.lim.tooLarge("the deltas of the server's pack add up to more than %d bytes", g.lim.bytes)
 		}
-	} else {
-		if size > uint64(g.lim.bytes) {
-			return g.lim.tooLarge("the server's pack holds an object of %d bytes", size)
-		}
-		if !g.lim.add(&g.sizes, size) {
-			return g.lim.tooLarge("the objects of the server's pack add up to more than %d bytes", g.lim.bytes)
-		}
+		return nil
 	}
-	g.size, g.written = int64(size), 0
-	g.checkBudget(size)
-
-	if g.zr == nil {
-		g.zr, err = zlib.NewReader(&g.in)
-		g.scratch = make([]byte, inflateChunk)
-	} else {
-		err = g.zr.(zlib.Resetter).Reset(&g.in, nil)
+	if size > uint64(g.lim.bytes) {
+		return g.lim.tooLarge("the server's pack holds an object of %d bytes", size)
 	}
-	if err != nil {
-		return g.inflateErr(err)
-	}
-	g.state = stData
-	if g.delta {
-		return g.deltaTarget()
+	if !g.lim.add(&g.sizes, size) {
+		return g.lim.tooLarge("the objects of the server's pack add up to more than %d bytes", g.lim.bytes)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	_ "time/tzdata" // CRON_TZ needs zone data even where the image has none
 
 	"github.com/robfig/cron/v3"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 )
 
@@ -106,6 +107,12 @@ type Scheduler struct {
 	wake chan struct{} // the timer loop re-reads the schedule
 	work chan struct{} // a worker finds a poll in the queue
 
+	// backoff counts each poller's failures in a row and gives the delay before its next
+	// attempt: MinBackoff doubled per failure up to MaxBackoff. A success or the poller's end
+	// forgets them. It is keyed by poller, not by Key, so that a poller ended while its poll ran
+	// and a new one for the same source never share a count.
+	backoff workqueue.TypedRateLimiter[*poller]
+
 	// resolve is Resolve; tests may count calls through it.
 	resolve func(context.Context, Source) (Revision, error)
 }
@@ -128,15 +135,14 @@ type subscriber struct {
 }
 
 type poller struct {
-	key      Key
-	src      Source
-	subs     map[string]*subscriber
-	state    pollState
-	rerun    bool
-	next     time.Time
-	last     Event
-	polled   bool
-	failures int
+	key    Key
+	src    Source
+	subs   map[string]*subscriber
+	state  pollState
+	rerun  bool
+	next   time.Time
+	last   Event
+	polled bool
 }
 
 // NewScheduler returns a scheduler; call Start to run it.
@@ -173,6 +179,7 @@ func NewScheduler(opts SchedulerOptions) *Scheduler {
 		subs:    map[string]*subscriber{},
 		wake:    make(chan struct{}, 1),
 		work:    make(chan struct{}, 1),
+		backoff: workqueue.NewTypedItemExponentialFailureRateLimiter[*poller](opts.MinBackoff, opts.MaxBackoff),
 		resolve: Resolve,
 	}
 }
@@ -198,49 +205,62 @@ func (s *Scheduler) Subscribe(sub Subscription) error {
 	}
 	s.mu.Unlock()
 
-	if _, err := newRemote(sub.Source); err != nil {
-		return wrapErr(context.Background(), "poll", sub.Source.URL, newRedactor(sub.Source.URL, sub.Source.Auth), err)
+	ns, err := s.newSubscriber(sub, key, interval)
+	if err != nil {
+		return err
 	}
-	ns := &subscriber{id: sub.ID, key: key, interval: interval, schedule: sub.Schedule, notify: sub.Notify}
-	if sub.Schedule != "" {
-		sched, err := cron.ParseStandard(sub.Schedule)
-		if err != nil {
-			return fmt.Errorf("%w: schedule %q: %v", ErrInvalidSource, sub.Schedule, err)
-		}
-		if sched.Next(s.opts.Clock.Now()).IsZero() {
-			return fmt.Errorf("%w: schedule %q never fires", ErrInvalidSource, sub.Schedule)
-		}
-		ns.cron = sched
-	}
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.subs[sub.ID]; ok && old.key == key {
+	s.subscribeLocked(ns, sub.Source)
+	signal(s.wake)
+	return nil
+}
+
+// newSubscriber checks the source and parses the schedule of sub.
+func (s *Scheduler) newSubscriber(sub Subscription, key Key, interval time.Duration) (*subscriber, error) {
+	if _, err := newRemote(sub.Source); err != nil {
+		return nil, wrapErr(context.Background(), "poll", sub.Source.URL, newRedactor(sub.Source.URL, sub.Source.Auth), err)
+	}
+	ns := &subscriber{id: sub.ID, key: key, interval: interval, schedule: sub.Schedule, notify: sub.Notify}
+	if sub.Schedule == "" {
+		return ns, nil
+	}
+	sched, err := cron.ParseStandard(sub.Schedule)
+	if err != nil {
+		return nil, fmt.Errorf("%w: schedule %q: %v", ErrInvalidSource, sub.Schedule, err)
+	}
+	if sched.Next(s.opts.Clock.Now()).IsZero() {
+		return nil, fmt.Errorf("%w: schedule %q never fires", ErrInvalidSource, sub.Schedule)
+	}
+	ns.cron = sched
+	return ns, nil
+}
+
+// subscribeLocked adds ns, polling src, in place of any subscription with its id.
+func (s *Scheduler) subscribeLocked(ns *subscriber, src Source) {
+	if old, ok := s.subs[ns.id]; ok && old.key == ns.key {
 		// Same source, new schedule: keep the poller and its state.
-		p := s.pollers[key]
-		p.subs[sub.ID] = ns
-		s.subs[sub.ID] = ns
-		if p.state == idle && p.polled && p.failures == 0 {
-			p.next = s.nextPollLocked(p, p.last.Time)
+		p := s.pollers[ns.key]
+		p.subs[ns.id] = ns
+		s.subs[ns.id] = ns
+		if p.state == idle && p.polled && p.last.Err == nil {
+			p.next = s.nextScheduled(p, p.last.Time)
 		}
-		signal(s.wake)
-		return nil
+		return
 	}
-	s.removeLocked(sub.ID)
-	p, ok := s.pollers[key]
+	s.removeLocked(ns.id)
+	p, ok := s.pollers[ns.key]
 	if !ok {
-		p = &poller{key: key, src: sub.Source, subs: map[string]*subscriber{}}
-		s.pollers[key] = p // next is zero: due now
+		p = &poller{key: ns.key, src: src, subs: map[string]*subscriber{}}
+		s.pollers[ns.key] = p // next is zero: due now
 	}
-	p.subs[sub.ID] = ns
-	s.subs[sub.ID] = ns
-	if p.state == idle && p.polled && p.failures == 0 {
+	p.subs[ns.id] = ns
+	s.subs[ns.id] = ns
+	if p.state == idle && p.polled && p.last.Err == nil {
 		if t := s.nextFor(ns, p.last.Time); t.Before(p.next) {
 			p.next = t
 		}
 	}
-	signal(s.wake)
-	return nil
 }
 
 // Unsubscribe ends a subscription; a source left without subscribers stops being polled.
@@ -265,6 +285,7 @@ func (s *Scheduler) removeLocked(id string) {
 		return
 	}
 	delete(s.pollers, p.key)
+	s.backoff.Forget(p)
 	for i, q := range s.queue {
 		if q == p {
 			s.queue = append(s.queue[:i], s.queue[i+1:]...)
@@ -446,13 +467,14 @@ func (s *Scheduler) poll(ctx context.Context, p *poller) bool {
 	prev, polled := p.last, p.polled
 	ev := Event{Key: p.key, Time: now, Revision: rev, Dir: dir}
 	if err != nil {
-		p.failures++
 		ev.Revision, ev.Dir, ev.Err = prev.Revision, prev.Dir, err
+		b := s.backoff.When(p)
+		p.next = now.Add(b + s.opts.Jitter(b))
 	} else {
-		p.failures = 0
+		s.backoff.Forget(p)
+		p.next = s.nextScheduled(p, now)
 	}
-	ev.Failures = p.failures
-	p.next = s.nextPollLocked(p, now)
+	ev.Failures = s.backoff.NumRequeues(p)
 	ev.Next = p.next
 	p.last, p.polled = ev, true
 	var notify []func(Event)
@@ -474,6 +496,7 @@ func (s *Scheduler) poll(ctx context.Context, p *poller) bool {
 	switch {
 	case s.pollers[p.key] != p:
 		p.state = idle // unsubscribed meanwhile
+		s.backoff.Forget(p)
 	case p.rerun:
 		s.enqueueLocked(p)
 	default:
@@ -484,19 +507,9 @@ func (s *Scheduler) poll(ctx context.Context, p *poller) bool {
 	return true
 }
 
-// nextPollLocked is when p is due after a poll at now: the backoff while it fails, else the
-// earliest time any subscriber wants.
-func (s *Scheduler) nextPollLocked(p *poller, now time.Time) time.Time {
-	if p.failures > 0 {
-		b := s.opts.MaxBackoff
-		if p.failures < 32 {
-			b = min(s.opts.MinBackoff<<(p.failures-1), s.opts.MaxBackoff)
-			if b <= 0 { // overflow
-				b = s.opts.MaxBackoff
-			}
-		}
-		return now.Add(b + s.opts.Jitter(b))
-	}
+// nextScheduled is when p is due after a successful poll at now: the earliest time any
+// subscriber wants. (While it fails, the backoff replaces this.)
+func (s *Scheduler) nextScheduled(p *poller, now time.Time) time.Time {
 	var next time.Time
 	for _, sub := range p.subs {
 		if t := s.nextFor(sub, now); next.IsZero() || t.Before(next) {

@@ -3,6 +3,7 @@ package sources
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,6 +186,69 @@ func TestSchedulerBackoff(t *testing.T) {
 	g.Expect(ev.Failures).To(BeZero())
 	g.Expect(ev.Revision.Commit).To(Equal(c1))
 	g.Expect(ev.Next).To(Equal(now.Add(time.Hour)))
+}
+
+// TestSchedulerBackoffResets: against a fake resolver and the fake clock, each failure in a
+// row doubles the delay from MinBackoff up to MaxBackoff in place of the interval; a success
+// brings the interval back and resets the count, so that the next failure waits MinBackoff
+// again; and a source unsubscribed and subscribed again starts with no failures.
+func TestSchedulerBackoffResets(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	clk := clocktesting.NewFakeClock(t0)
+	s := NewScheduler(SchedulerOptions{Clock: clk, Jitter: noJitter, MinBackoff: time.Second, MaxBackoff: 8 * time.Second})
+	var fail atomic.Bool
+	fail.Store(true)
+	boom := errors.New("boom")
+	s.resolve = func(context.Context, Source) (Revision, error) {
+		if fail.Load() {
+			return Revision{}, boom
+		}
+		return Revision{Ref: "main", Commit: strings.Repeat("a", 40)}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Start(ctx) }()
+	defer func() { cancel(); g.Expect(<-done).To(Succeed()) }()
+
+	rec := newRecorder()
+	src := Source{URL: "https://git.example.com/org/app.git", Ref: Ref{Branch: "main"}}
+	sub := Subscription{ID: "a", Source: src, Interval: time.Hour, Notify: rec.notify}
+	g.Expect(s.Subscribe(sub)).To(Succeed())
+
+	now := t0
+	// expect checks the event of the poll at now, waits until the next is due at now+wait, and
+	// only then decides whether that next poll fails and moves the clock there.
+	expect := func(failures int, wait time.Duration, nextFails bool) {
+		t.Helper()
+		ev := rec.next(g)
+		g.Expect(ev.Failures).To(Equal(failures))
+		g.Expect(ev.Next).To(Equal(now.Add(wait)), "after %d failures", failures)
+		idleAt(g, s, src.Key(), now.Add(wait))
+		fail.Store(nextFails)
+		now = now.Add(wait)
+		clk.SetTime(now)
+	}
+	for i, wait := range []time.Duration{1, 2, 4, 8} {
+		expect(i+1, wait*time.Second, true)
+	}
+	expect(5, 8*time.Second, false)
+	expect(0, time.Hour, true)
+	expect(1, time.Second, true)
+	ev := rec.next(g)
+	g.Expect(ev.Failures).To(Equal(2))
+	g.Expect(ev.Next).To(Equal(now.Add(2 * time.Second)))
+
+	s.mu.Lock()
+	old := s.pollers[src.Key()]
+	s.mu.Unlock()
+	g.Expect(s.backoff.NumRequeues(old)).To(Equal(2))
+	s.Unsubscribe("a")
+	g.Eventually(func() int { return s.backoff.NumRequeues(old) }).Should(BeZero(), "an ended poller's count is forgotten")
+	g.Expect(s.Subscribe(sub)).To(Succeed())
+	ev = rec.next(g)
+	g.Expect(ev.Failures).To(Equal(1), "a new poller starts with no failures")
+	g.Expect(ev.Next).To(Equal(now.Add(time.Second)))
 }
 
 // TestSchedulerSharedPoller: subscribers of the same source share one poller and one fetch.

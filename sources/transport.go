@@ -123,7 +123,7 @@ func newRemote(src Source) (*remote, error) {
 			r.auth = &githttp.BasicAuth{Username: src.Auth.Username, Password: src.Auth.Password}
 		}
 	case "ssh":
-		signer, db, err := src.Auth.ssh()
+		signer, hostKeys, err := src.Auth.ssh()
 		if err != nil {
 			return nil, err
 		}
@@ -140,8 +140,8 @@ func newRemote(src Source) (*remote, error) {
 		r.auth = &sshAuth{
 			user:   user,
 			signer: signer,
-			check:  hostKeyCallback(db),
-			algos:  db.HostKeyAlgorithms(net.JoinHostPort(ep.Host, strconv.Itoa(port))),
+			check:  hostKeys.check,
+			algos:  hostKeys.algorithms(net.JoinHostPort(ep.Host, strconv.Itoa(port))),
 		}
 	default:
 		return nil, fmt.Errorf("%w: unsupported url scheme %q: use https://, http:// or ssh://", ErrInvalidSource, scheme)
@@ -149,10 +149,21 @@ func newRemote(src Source) (*remote, error) {
 	return r, nil
 }
 
-// session opens an upload-pack session bound to ctx. For SSH the connection is dialed through a
-// dialer that closes it when ctx ends, so that a server that stalls — even inside the SSH
-// handshake — cannot outlive the deadline.
+// session opens an upload-pack session (fetch) bound to ctx.
 func (r *remote) session(ctx context.Context) (transport.UploadPackSession, func(), error) {
+	return openSession(ctx, r, r.client.NewUploadPackSession)
+}
+
+// pushSession opens a receive-pack session (push) bound to ctx.
+func (r *remote) pushSession(ctx context.Context) (transport.ReceivePackSession, func(), error) {
+	return openSession(ctx, r, r.client.NewReceivePackSession)
+}
+
+// openSession opens a session with newSession and returns it with what closes it. For SSH the
+// connection is dialed through a dialer that closes it when ctx ends, so that a server that
+// stalls — even inside the SSH handshake — cannot outlive the deadline.
+func openSession[S io.Closer](ctx context.Context, r *remote,
+	newSession func(*transport.Endpoint, transport.AuthMethod) (S, error)) (S, func(), error) {
 	ep := *r.ep
 	release := func() {}
 	if r.ssh {
@@ -161,10 +172,11 @@ func (r *remote) session(ctx context.Context) (transport.UploadPackSession, func
 		release = func() { dialers.Delete(id) }
 		ep.Proxy = transport.ProxyOptions{URL: ctxDialScheme + "://" + id}
 	}
-	s, err := r.client.NewUploadPackSession(&ep, r.auth)
+	s, err := newSession(&ep, r.auth)
 	if err != nil {
 		release()
-		return nil, nil, err
+		var none S
+		return none, nil, err
 	}
 	return s, func() { _ = s.Close(); release() }, nil
 }

@@ -235,30 +235,11 @@ func (h *webhookHandler) authenticate(sigs signatures, body []byte, targets []We
 
 func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log := h.opts.Log.WithValues("remote", r.RemoteAddr)
-	if r.URL.Path != WebhookPath {
-		http.NotFound(w, r)
+	if !h.admit(w, r) {
 		return
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	if h.limiter != nil {
-		if wait, ok := h.limiter.allow(clientAddr(r.RemoteAddr)); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(int(max(1, math.Ceil(wait.Seconds())))))
-			http.Error(w, "too many requests, retry later", http.StatusTooManyRequests)
-			return
-		}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			http.Error(w, fmt.Sprintf("payload larger than %d bytes", h.opts.MaxBodyBytes), http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, "cannot read payload", http.StatusBadRequest)
+	body, ok := h.readBody(w, r)
+	if !ok {
 		return
 	}
 	sigs := readSignatures(r.Header)
@@ -272,7 +253,6 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "malformed payload: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-
 	var found []WebhookTarget
 	for _, repo := range repos {
 		targets, err := h.targets.TargetsForRepo(r.Context(), repo)
@@ -289,14 +269,62 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "signature does not match any target of this repository", http.StatusUnauthorized)
 		return
 	}
+	triggered, full := h.triggerAll(r.Context(), log, valid)
+	log.Info("webhook accepted", "repositories", repos, "targets", len(valid), "triggered", triggered)
+	if full {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "poll queue full, retry later", http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = fmt.Fprintf(w, "triggered %d\n", triggered)
+}
 
-	full := false
-	triggered := 0
+// admit answers a request to another path, with another method than POST, or above the rate
+// limit of its address, and reports whether the request goes on.
+func (h *webhookHandler) admit(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Path != WebhookPath {
+		http.NotFound(w, r)
+		return false
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return false
+	}
+	if h.limiter != nil {
+		if wait, ok := h.limiter.allow(clientAddr(r.RemoteAddr)); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(max(1, math.Ceil(wait.Seconds())))))
+			http.Error(w, "too many requests, retry later", http.StatusTooManyRequests)
+			return false
+		}
+	}
+	return true
+}
+
+// readBody reads the payload up to MaxBodyBytes, or answers why it cannot.
+func (h *webhookHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err == nil {
+		return body, true
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		http.Error(w, fmt.Sprintf("payload larger than %d bytes", h.opts.MaxBodyBytes), http.StatusRequestEntityTooLarge)
+	} else {
+		http.Error(w, "cannot read payload", http.StatusBadRequest)
+	}
+	return nil, false
+}
+
+// triggerAll triggers one poll of each distinct source of the valid targets. It returns how
+// many were triggered, and whether the poll queue was full for any.
+func (h *webhookHandler) triggerAll(ctx context.Context, log logr.Logger, valid []WebhookTarget) (triggered int, full bool) {
 	seen := map[Key]bool{}
 	for _, t := range valid {
 		key := t.Key
 		if t.SourceKey != nil {
-			k, err := t.SourceKey(r.Context())
+			k, err := t.SourceKey(ctx)
 			if err != nil {
 				log.V(1).Info("webhook: target not polled", "target", t.Name, "reason", err.Error())
 				continue
@@ -316,14 +344,7 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			log.V(1).Info("webhook: target not polled", "target", t.Name, "reason", err.Error())
 		}
 	}
-	log.Info("webhook accepted", "repositories", repos, "targets", len(valid), "triggered", triggered)
-	if full {
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "poll queue full, retry later", http.StatusServiceUnavailable)
-		return
-	}
-	w.WriteHeader(http.StatusAccepted)
-	_, _ = fmt.Fprintf(w, "triggered %d\n", triggered)
+	return triggered, full
 }
 
 // repoURLFields are the fields of "repository" and "project" objects that hold a repository's
@@ -351,40 +372,9 @@ func PayloadRepositories(body []byte) ([]string, error) {
 		return nil, errors.New("not a json object")
 	}
 
-	var raw []string
-	for _, k := range []string{"repository", "project"} {
-		switch x := obj[k].(type) {
-		case string:
-			raw = append(raw, x)
-		case map[string]any:
-			for _, f := range repoURLFields {
-				if s, ok := x[f].(string); ok {
-					raw = append(raw, s)
-				}
-			}
-			// Bitbucket: links.clone[].href and links.html.href.
-			if links, ok := x["links"].(map[string]any); ok {
-				if clones, ok := links["clone"].([]any); ok {
-					for _, c := range clones {
-						if cm, ok := c.(map[string]any); ok {
-							if s, ok := cm["href"].(string); ok {
-								raw = append(raw, s)
-							}
-						}
-					}
-				}
-				if html, ok := links["html"].(map[string]any); ok {
-					if s, ok := html["href"].(string); ok {
-						raw = append(raw, s)
-					}
-				}
-			}
-		}
-	}
-
 	seen := map[string]bool{}
 	var out []string
-	for _, u := range raw {
+	for _, u := range payloadURLs(obj) {
 		n, err := NormalizeURL(u)
 		if err != nil || seen[n] {
 			continue
@@ -399,4 +389,48 @@ func PayloadRepositories(body []byte) ([]string, error) {
 		return nil, errors.New("no repository url in the payload")
 	}
 	return out, nil
+}
+
+// payloadURLs returns the URLs the "repository" and "project" fields of a payload hold, as
+// they are.
+func payloadURLs(obj map[string]any) []string {
+	var raw []string
+	for _, k := range []string{"repository", "project"} {
+		switch x := obj[k].(type) {
+		case string:
+			raw = append(raw, x)
+		case map[string]any:
+			for _, f := range repoURLFields {
+				if s, ok := x[f].(string); ok {
+					raw = append(raw, s)
+				}
+			}
+			raw = append(raw, bitbucketURLs(x)...)
+		}
+	}
+	return raw
+}
+
+// bitbucketURLs returns the URLs of Bitbucket's links.clone[].href and links.html.href.
+func bitbucketURLs(repo map[string]any) []string {
+	links, ok := repo["links"].(map[string]any)
+	if !ok {
+		return nil
+	}
+	var raw []string
+	if clones, ok := links["clone"].([]any); ok {
+		for _, c := range clones {
+			if cm, ok := c.(map[string]any); ok {
+				if s, ok := cm["href"].(string); ok {
+					raw = append(raw, s)
+				}
+			}
+		}
+	}
+	if html, ok := links["html"].(map[string]any); ok {
+		if s, ok := html["href"].(string); ok {
+			raw = append(raw, s)
+		}
+	}
+	return raw
 }

@@ -6,46 +6,42 @@ import (
 	gosync "sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 )
 
-// maxLimitedAddresses bounds the table of the webhook rate limit (about 100 bytes an entry).
+// maxLimitedAddresses bounds the table of the webhook rate limit.
 const maxLimitedAddresses = 16384
 
-// addrLimiter is a token bucket per client address: rate requests a second, burst at once.
+// addrLimiter is a token bucket (golang.org/x/time/rate) per client address: rate requests a
+// second, burst at once. A refused request takes no token.
 //
-// An address idle for burst/rate has a full bucket again, exactly like an address never
-// seen, so its entry is dropped: eviction changes no answer. The table holds at most max
-// addresses; when it is full of busy ones, the addresses it cannot hold share one more
-// bucket, so that many addresses cannot buy more than one more address's worth of requests
-// (legitimate senders with no entry yet may then be refused for a while).
+// A bucket that is full again is exactly like one never used, so its entry is dropped:
+// eviction changes no answer. The table holds at most max addresses; when it is full of busy
+// ones, the addresses it cannot hold share one more bucket, so that many addresses cannot buy
+// more than one more address's worth of requests (legitimate senders with no entry yet may
+// then be refused for a while).
 type addrLimiter struct {
-	rate  float64 // tokens a second
-	burst float64
-	idle  time.Duration // after which a bucket is full again
+	rate  rate.Limit
+	burst int
+	idle  time.Duration // after which any bucket is full again
 	max   int
 	clock clock.PassiveClock
 
 	mu        gosync.Mutex
-	buckets   map[string]bucket
-	overflow  bucket
+	buckets   map[string]*rate.Limiter
+	overflow  *rate.Limiter
 	lastSweep time.Time
 }
 
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
-func newAddrLimiter(rate float64, burst int, clk clock.PassiveClock) *addrLimiter {
+func newAddrLimiter(r float64, burst int, clk clock.PassiveClock) *addrLimiter {
 	if burst < 1 {
-		burst = max(1, int(rate))
+		burst = max(1, int(r))
 	}
-	now := clk.Now()
 	return &addrLimiter{
-		rate: rate, burst: float64(burst), clock: clk, max: maxLimitedAddresses,
-		idle:    time.Duration(float64(burst) / rate * float64(time.Second)),
-		buckets: map[string]bucket{}, overflow: bucket{tokens: float64(burst), at: now}, lastSweep: now,
+		rate: rate.Limit(r), burst: burst, clock: clk, max: maxLimitedAddresses,
+		idle:    time.Duration(float64(burst) / r * float64(time.Second)),
+		buckets: map[string]*rate.Limiter{}, overflow: rate.NewLimiter(rate.Limit(r), burst), lastSweep: clk.Now(),
 	}
 }
 
@@ -59,33 +55,24 @@ func (l *addrLimiter) allow(addr string) (wait time.Duration, ok bool) {
 		l.sweep(now)
 	}
 	b, known := l.buckets[addr]
-	if !known {
-		if len(l.buckets) >= l.max {
-			return l.take(&l.overflow, now)
-		}
-		b = bucket{tokens: l.burst, at: now}
+	switch {
+	case known:
+	case len(l.buckets) >= l.max:
+		b = l.overflow
+	default:
+		b = rate.NewLimiter(l.rate, l.burst)
+		l.buckets[addr] = b
 	}
-	wait, ok = l.take(&b, now)
-	l.buckets[addr] = b
-	return wait, ok
-}
-
-func (l *addrLimiter) take(b *bucket, now time.Time) (time.Duration, bool) {
-	if now.After(b.at) {
-		b.tokens = min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.rate)
-		b.at = now
-	}
-	if b.tokens >= 1 {
-		b.tokens--
+	if b.AllowN(now, 1) {
 		return 0, true
 	}
-	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second)), false
+	return time.Duration((1 - b.TokensAt(now)) / float64(l.rate) * float64(time.Second)), false
 }
 
 // sweep drops the buckets that are full again.
 func (l *addrLimiter) sweep(now time.Time) {
 	for addr, b := range l.buckets {
-		if now.Sub(b.at) >= l.idle {
+		if b.TokensAt(now) >= float64(l.burst) {
 			delete(l.buckets, addr)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"io/fs"
 	"os"
 	"path"
 	"strings"
@@ -15,19 +15,7 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	"github.com/fluxcd/pkg/ssa"
-	"github.com/go-git/go-billy/v5"
-	"github.com/go-git/go-billy/v5/memfs"
-	"github.com/go-git/go-git/v5"
-	gitconfig "github.com/go-git/go-git/v5/config"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/plumbing/transport"
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
-	"github.com/go-git/go-git/v5/storage/memory"
 	"github.com/spf13/cobra"
-	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -58,8 +46,7 @@ type bootstrapOptions struct {
 	interval                    time.Duration
 	authorName, authorEmail     string
 	secretData                  map[string][]byte
-	auth                        transport.AuthMethod
-	caBundle                    []byte
+	auth                        *sources.Auth
 	installPath, syncTargetPath string
 	installYAML, syncTargetYAML []byte
 	secretObjects               []*unstructured.Unstructured
@@ -161,15 +148,22 @@ func (o *bootstrapOptions) prepare() error {
 		return usageError(fmt.Errorf("--path %q is not a directory inside the repository", o.path))
 	}
 	o.path = clean
+	if err := o.credentials(); err != nil {
+		return err
+	}
+	return o.render()
+}
+
+// credentials reads the credentials flags into the Secret's data and checks them as the daemon
+// does (sources.AuthFromSecret: over SSH, identity and known_hosts are required and parse).
+func (o *bootstrapOptions) credentials() error {
 	data := map[string][]byte{}
-	set := func(key, v string) {
+	for key, v := range map[string]string{sources.SecretUsername: o.username, sources.SecretPassword: o.password,
+		sources.SecretBearerToken: o.bearer} {
 		if v != "" {
 			data[key] = []byte(v)
 		}
 	}
-	set(sources.SecretUsername, o.username)
-	set(sources.SecretPassword, o.password)
-	set(sources.SecretBearerToken, o.bearer)
 	for key, file := range map[string]string{sources.SecretIdentity: o.sshKeyFile,
 		sources.SecretKnownHosts: o.knownHostsFile, sources.SecretCACert: o.caFile} {
 		if file == "" {
@@ -181,30 +175,21 @@ func (o *bootstrapOptions) prepare() error {
 		}
 		data[key] = b
 	}
-	isSSH := strings.HasPrefix(o.url, "ssh://")
-	if len(data) > 0 || isSSH {
-		a, err := sources.AuthFromSecret(data, o.url)
-		if err != nil {
-			// The keys it names are those of the Secret: --username, --password, --bearer-token,
-			// --ca-file, --ssh-key-file (identity) and --known-hosts-file (known_hosts).
-			return fmt.Errorf("checking the credentials flags: %w", err)
-		}
-		o.caBundle = a.CACert
-		switch {
-		case isSSH:
-			auth, err := sshAuth(a, o.knownHostsFile)
-			if err != nil {
-				return err
-			}
-			o.auth = auth
-		case a.BearerToken != "":
-			o.auth = &githttp.TokenAuth{Token: a.BearerToken}
-		case a.Username != "":
-			o.auth = &githttp.BasicAuth{Username: a.Username, Password: a.Password}
-		}
-		o.secretData = data
+	if len(data) == 0 && !strings.HasPrefix(o.url, "ssh://") {
+		return nil
 	}
+	a, err := sources.AuthFromSecret(data, o.url)
+	if err != nil {
+		// The keys it names are those of the Secret: --username, --password, --bearer-token,
+		// --ca-file, --ssh-key-file (identity) and --known-hosts-file (known_hosts).
+		return fmt.Errorf("checking the credentials flags: %w", err)
+	}
+	o.auth, o.secretData = a, data
+	return nil
+}
 
+// render builds the two files committed and the objects applied.
+func (o *bootstrapOptions) render() error {
 	overlay, _ := o.install.overlays()
 	image := o.install.image
 	if image == "" {
@@ -228,39 +213,6 @@ func (o *bootstrapOptions) prepare() error {
 	}
 	o.secretObjects = append(o.secretObjects, st)
 	return nil
-}
-
-// sshAuth authenticates with the identity of a and checks the host key against known_hosts.
-func sshAuth(a *sources.Auth, knownHostsFile string) (transport.AuthMethod, error) {
-	var signer ssh.Signer
-	var err error
-	if a.Password != "" {
-		signer, err = ssh.ParsePrivateKeyWithPassphrase(a.Identity, []byte(a.Password))
-	} else {
-		signer, err = ssh.ParsePrivateKey(a.Identity)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading --ssh-key-file: %w", err)
-	}
-	cb, err := knownhosts.New(knownHostsFile)
-	if err != nil {
-		return nil, fmt.Errorf("reading --known-hosts-file: %w", err)
-	}
-	auth := &gitssh.PublicKeys{User: "git", Signer: signer}
-	auth.HostKeyCallback = func(hostname string, remote net.Addr, key ssh.PublicKey) error {
-		err := cb(hostname, remote, key)
-		var ke *knownhosts.KeyError
-		if errors.As(err, &ke) {
-			fp := key.Type() + " " + ssh.FingerprintSHA256(key)
-			if len(ke.Want) == 0 {
-				return fmt.Errorf("%s is not in --known-hosts-file; refusing to connect (it presented %s)", hostname, fp)
-			}
-			return fmt.Errorf("--known-hosts-file has another key for %s than the %s it presented; refusing to connect "+
-				"(the server's key changed, or the connection is intercepted)", hostname, fp)
-		}
-		return err
-	}
-	return auth, nil
 }
 
 func (o *bootstrapOptions) syncTarget() *unstructured.Unstructured {
@@ -306,113 +258,52 @@ func (o *bootstrapOptions) secret() *unstructured.Unstructured {
 	}}
 }
 
-// commit writes the two files to the branch and pushes; it returns the new commit, or ""
-// when the branch already holds them.
+// commit writes the two files to the branch and pushes, through the daemon's git client
+// (sources.OpenBranch); it returns the new commit, or "" when the branch already holds them.
 func (o *bootstrapOptions) commit(ctx context.Context) (string, error) {
-	ref := plumbing.NewBranchReferenceName(o.branch)
-	remote := git.NewRemote(memory.NewStorage(), &gitconfig.RemoteConfig{Name: "origin", URLs: []string{o.url}})
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: o.auth, CABundle: o.caBundle})
-	empty := errors.Is(err, transport.ErrEmptyRemoteRepository)
-	if err != nil && !empty {
-		return "", fmt.Errorf("reading %s: %w", sources.RedactURL(o.url), err)
-	}
-	found := false
-	for _, r := range refs {
-		if r.Name() == ref {
-			found = true
-		}
-	}
-	if !found && len(refs) > 0 && !empty {
-		return "", fmt.Errorf("%s has no branch %q: create it first, or name another with --branch", sources.RedactURL(o.url), o.branch)
-	}
-
-	var repo *git.Repository
-	fs := memfs.New()
-	if found {
-		repo, err = git.CloneContext(ctx, memory.NewStorage(), fs, &git.CloneOptions{
-			URL: o.url, Auth: o.auth, CABundle: o.caBundle, ReferenceName: ref, SingleBranch: true,
-		})
-		if err != nil {
-			return "", fmt.Errorf("cloning %s: %w", sources.RedactURL(o.url), err)
-		}
-	} else {
-		// An empty repository: the first commit creates the branch.
-		repo, err = git.Init(memory.NewStorage(), fs)
-		if err == nil {
-			_, err = repo.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{o.url}})
-		}
-		if err == nil {
-			err = repo.Storer.SetReference(plumbing.NewSymbolicReference(plumbing.HEAD, ref))
-		}
-		if err != nil {
-			return "", fmt.Errorf("preparing the first commit: %w", err)
-		}
-	}
-	wt, err := repo.Worktree()
+	b, err := sources.OpenBranch(ctx, sources.Source{URL: o.url, Ref: sources.Ref{Branch: o.branch}, Auth: o.auth})
 	if err != nil {
-		return "", err
+		return "", explainGitError(err)
 	}
-	changed := false
+	defer b.Close()
 	for _, file := range []struct {
 		path    string
 		content []byte
 	}{{o.installPath, o.installYAML}, {o.syncTargetPath, o.syncTargetYAML}} {
-		old, err := readFile(fs, file.path)
+		old, err := b.ReadFile(file.path)
 		switch {
-		case err != nil && !errors.Is(err, os.ErrNotExist):
-			return "", fmt.Errorf("reading %s: %w", file.path, err)
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("reading %s on branch %s: %w", file.path, o.branch, err)
 		case err == nil && !bytes.HasPrefix(old, []byte(bootstrapMarker)):
 			return "", fmt.Errorf("%s on branch %s was not written by converge bootstrap (it does not start with %q): "+
 				"refusing to overwrite it; move it away or choose another --path", file.path, o.branch,
 				strings.TrimSpace(bootstrapMarker))
-		case err == nil && bytes.Equal(old, file.content):
-			continue
 		}
-		if err := writeFile(fs, file.path, file.content); err != nil {
-			return "", fmt.Errorf("writing %s: %w", file.path, err)
+		if err := b.WriteFile(file.path, file.content); err != nil {
+			return "", err
 		}
-		if _, err := wt.Add(file.path); err != nil {
-			return "", fmt.Errorf("adding %s: %w", file.path, err)
-		}
-		changed = true
 	}
-	if !changed {
-		return "", nil
-	}
-	sig := &object.Signature{Name: o.authorName, Email: o.authorEmail, When: time.Now()}
-	hash, err := wt.Commit("converge bootstrap: install converge and follow "+o.path, &git.CommitOptions{Author: sig, Committer: sig})
-	if err != nil {
-		return "", fmt.Errorf("committing: %w", err)
-	}
-	err = repo.PushContext(ctx, &git.PushOptions{
-		RemoteName: "origin", Auth: o.auth, CABundle: o.caBundle,
-		RefSpecs: []gitconfig.RefSpec{gitconfig.RefSpec(ref + ":" + ref)},
+	commit, err := b.Push(ctx, sources.Commit{
+		Message:    "converge bootstrap: install converge and follow " + o.path,
+		AuthorName: o.authorName, AuthorEmail: o.authorEmail,
 	})
 	if err != nil {
-		return "", fmt.Errorf("pushing to %s: %w", sources.RedactURL(o.url), err)
+		return "", explainGitError(err)
 	}
-	return hash.String(), nil
+	return commit, nil
 }
 
-func readFile(fs billy.Filesystem, name string) ([]byte, error) {
-	f, err := fs.Open(name)
-	if err != nil {
-		return nil, err
+// explainGitError says which flag to look at for the failures a flag fixes.
+func explainGitError(err error) error {
+	switch {
+	case errors.Is(err, sources.ErrUnknownHostKey), errors.Is(err, sources.ErrHostKeyMismatch):
+		return fmt.Errorf("%w (known_hosts is --known-hosts-file)", err)
+	case errors.Is(err, sources.ErrUntrustedCertificate):
+		return fmt.Errorf("%w (ca.crt is --ca-file)", err)
+	case errors.Is(err, sources.ErrRefNotFound):
+		return fmt.Errorf("%w, or name another with --branch", err)
 	}
-	defer func() { _ = f.Close() }()
-	return io.ReadAll(f)
-}
-
-func writeFile(fs billy.Filesystem, name string, content []byte) error {
-	if err := fs.MkdirAll(path.Dir(name), 0o755); err != nil {
-		return err
-	}
-	f, err := fs.Create(name)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(content)
-	return errors.Join(werr, f.Close())
+	return err
 }
 
 // applyRest applies the credentials Secret and then the SyncTarget.

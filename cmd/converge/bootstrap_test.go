@@ -21,6 +21,7 @@ import (
 	"github.com/converge-gitops/converge/internal/gittest"
 	"github.com/converge-gitops/converge/internal/localcluster"
 	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
+	"github.com/converge-gitops/converge/sources"
 )
 
 // runBootstrap runs `converge bootstrap git` in-process and returns its output and error.
@@ -150,7 +151,9 @@ func TestBootstrap(t *testing.T) {
 		args := []string{"--url", sshSrv.RepoURL(repo), "--path", "clusters/ssh", "--ssh-key-file", keyFile}
 
 		out, err := runBootstrap(cluster.Kubeconfig, append(args, "--known-hosts-file", wrong)...)
-		g.Expect(err).To(MatchError(ContainSubstring("--known-hosts-file has another key for "+sshSrv.Addr)), out)
+		g.Expect(err).To(MatchError(sources.ErrHostKeyMismatch), out)
+		g.Expect(err).To(MatchError(ContainSubstring("known_hosts has a different key for [127.0.0.1]:")))
+		g.Expect(err).To(MatchError(ContainSubstring("--known-hosts-file")))
 		t.Logf("wrong known_hosts: %v", err)
 		g.Expect(repo.Head(t, "main")).To(Equal(first), "nothing pushed")
 		g.Expect(sshSrv.Stats().ReceivePack).To(BeZero())
@@ -201,4 +204,63 @@ func TestBootstrapThenServe(t *testing.T) {
 			"%+v", target.Status.Conditions)
 	}).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), d.describe)
 	g.Expect(daemonOutput(d)).NotTo(ContainSubstring("s3cret-pass"))
+}
+
+// TestBootstrapCommit: the git half of bootstrap, without a cluster: it commits both files
+// through the daemon's git client, commits nothing when run again, refuses a file it did not
+// write, a branch missing from a repository that has others, and an SSH server whose key
+// --known-hosts-file does not hold, saying which flag to look at.
+func TestBootstrapCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := NewWithT(t)
+	root := t.TempDir()
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{Username: "bot", Password: "s3cret-pass"})
+	repo := gittest.NewRepo(t, root, "fleet")
+	first := repo.Commit(t, "main", map[string]string{"README.md": "fleet"})
+	prepared := func(url, branch string, edit func(*bootstrapOptions)) *bootstrapOptions {
+		o := &bootstrapOptions{install: installOptions{build: currentBuild()}, url: url, branch: branch,
+			path: "/clusters/dev/", interval: time.Minute, authorName: "converge bootstrap", authorEmail: "converge@localhost"}
+		if edit != nil {
+			edit(o)
+		}
+		g.Expect(o.prepare()).To(Succeed())
+		return o
+	}
+	basic := func(o *bootstrapOptions) { o.username, o.password = "bot", "s3cret-pass" }
+
+	o := prepared(srv.RepoURL(repo), "main", basic)
+	commit, err := o.commit(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(repo.Head(t, "main")).To(Equal(commit))
+	g.Expect(gittest.Git(t, repo.Dir, "rev-parse", commit+"^")).To(Equal(first))
+	g.Expect(gittest.Git(t, repo.Dir, "show", "main:clusters/dev/converge-system/synctarget.yaml")).To(
+		HavePrefix(strings.TrimSpace(bootstrapMarker)))
+	g.Expect(gittest.Git(t, repo.Dir, "log", "-1", "--format=%an <%ae>: %s", "main")).To(Equal(
+		"converge bootstrap <converge@localhost>: converge bootstrap: install converge and follow clusters/dev"))
+
+	commit, err = prepared(srv.RepoURL(repo), "main", basic).commit(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(commit).To(BeEmpty(), "the branch holds both files already")
+
+	_, err = prepared(srv.RepoURL(repo), "prod", basic).commit(ctx)
+	g.Expect(err).To(MatchError(sources.ErrRefNotFound))
+	g.Expect(err).To(MatchError(ContainSubstring("--branch")))
+
+	foreign := gittest.NewRepo(t, root, "foreign")
+	head := foreign.Commit(t, "main", map[string]string{"clusters/dev/converge-system/install.yaml": "kind: ConfigMap"})
+	_, err = prepared(srv.RepoURL(foreign), "main", basic).commit(ctx)
+	g.Expect(err).To(MatchError(ContainSubstring("was not written by converge bootstrap")))
+	g.Expect(foreign.Head(t, "main")).To(Equal(head))
+
+	key, pub := gittest.NewSSHKey(t, "")
+	sshSrv := gittest.NewSSHServer(t, root, pub)
+	_, otherKey := gittest.NewSSHKey(t, "")
+	_, err = prepared(sshSrv.RepoURL(repo), "main", func(o *bootstrapOptions) {
+		o.sshKeyFile = writeTemp(t, "id", key)
+		o.knownHostsFile = writeTemp(t, "known_hosts", []byte(knownhosts.Line([]string{sshSrv.Addr}, otherKey)+"\n"))
+	}).commit(ctx)
+	g.Expect(err).To(MatchError(sources.ErrHostKeyMismatch))
+	g.Expect(err).To(MatchError(ContainSubstring("--known-hosts-file")))
+	g.Expect(sshSrv.Stats().UploadPack+sshSrv.Stats().ReceivePack).To(BeZero(), "refused in the handshake")
 }
