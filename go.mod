@@ -40,10 +40,7 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require (
-	github.com/chromedp/cdproto v0.160.1
-	golang.org/x/time v0.15.0
-)
+require github.com/chromedp/cdproto v0.160.1
 
 require (
 	cel.dev/expr v0.25.1 // indirect
