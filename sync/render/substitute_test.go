@@ -263,3 +263,17 @@ func BenchmarkSubstitute(b *testing.B) {
 		})
 	}
 }
+
+// TestSubstituteRedactsSecretNames: an object whose name is substituted from a value read
+// from a Secret is not named by it in the error of another variable.
+func TestSubstituteRedactsSecretNames(t *testing.T) {
+	const secret = "s3cr3t-t0ken-value"
+	g := NewWithT(t)
+	root, _ := newRepo(t)
+	write(t, root, "a.yaml", cm("db-${token}", "${missing}"))
+	res, err := render(Options{Root: root, Path: "a.yaml", Substitute: &Substitution{
+		Vars: map[string]string{"token": secret}, Strict: true, Sensitive: []string{secret}}})
+	expectFailure(g, res, err, ErrSubstitution, "variables not set (strict): missing")
+	g.Expect(err.Error()).To(ContainSubstring("[redacted]"))
+	g.Expect(err.Error()).NotTo(ContainSubstring(secret))
+}
