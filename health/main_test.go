@@ -1,8 +1,6 @@
 package health
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,47 +14,24 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-gitops/converge/internal/localcluster"
+	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
 )
 
 // The cluster tests share one local cluster (controller-manager, scheduler, two kwok
 // nodes and the Widget CRD), started by the first test that needs it and stopped by
 // TestMain; each test works in a namespace of its own. The pure tests never start it.
-var (
-	clusterOnce sync.Once
-	cluster     *localcluster.Cluster
-	clusterErr  error
-)
+var shared = clustertest.NewShared(localcluster.Options{
+	Workloads: true,
+	Nodes:     2,
+	CRDs:      []*apiextensionsv1.CustomResourceDefinition{widgetCRD()},
+})
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if cluster != nil {
-		if err := cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the local cluster:", err)
-			if code == 0 {
-				code = 1
-			}
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Stop(m.Run())) }
 
 // testCluster returns the shared cluster, starting it on first use.
 func testCluster(t *testing.T) *localcluster.Cluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a local cluster")
-	}
-	clusterOnce.Do(func() {
-		cluster, clusterErr = localcluster.Start(context.Background(), localcluster.Options{
-			Workloads: true,
-			Nodes:     2,
-			CRDs:      []*apiextensionsv1.CustomResourceDefinition{widgetCRD()},
-		})
-	})
-	if clusterErr != nil {
-		t.Fatal(clusterErr)
-	}
-	return cluster
+	return shared.Get(t)
 }
 
 // widgetCRD is a tiny custom kind whose status the tests set by hand (no status

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,43 +16,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/converge-gitops/converge/internal/localcluster"
+	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
 )
 
 // The cluster tests share one API server (etcd and kube-apiserver, no controllers: the
 // API server establishes CRDs itself), started by the first test that needs it and
 // stopped by TestMain. The pure tests never start it.
-var (
-	clusterOnce sync.Once
-	cluster     *localcluster.Cluster
-	clusterErr  error
-)
+var shared = clustertest.NewShared(localcluster.Options{})
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if cluster != nil {
-		if err := cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the local cluster:", err)
-			if code == 0 {
-				code = 1
-			}
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Stop(m.Run())) }
 
 // testCluster returns the shared cluster, starting it on first use.
 func testCluster(t *testing.T) *localcluster.Cluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a local cluster")
-	}
-	clusterOnce.Do(func() {
-		cluster, clusterErr = localcluster.Start(context.Background(), localcluster.Options{})
-	})
-	if clusterErr != nil {
-		t.Fatal(clusterErr)
-	}
-	return cluster
+	return shared.Get(t)
 }
 
 // An apply of a CRD, a Namespace and objects of both in one go waits, between the
