@@ -3,6 +3,7 @@ package apply
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,8 +56,27 @@ func RedactSecretValues(err error, objects []*unstructured.Unstructured) error {
 			collect(o.Object["stringData"])
 		}
 	}
+	return RedactValues(err, values)
+}
+
+// RedactValues removes values from err's message (see RedactString); err itself when
+// none occurs in it, else an error that unwraps to err.
+func RedactValues(err error, values []string) error {
+	if err == nil {
+		return nil
+	}
 	msg := err.Error()
-	redacted := msg
+	redacted := RedactString(msg, values)
+	if redacted == msg {
+		return err
+	}
+	return &redactedError{msg: redacted, err: err}
+}
+
+// RedactString replaces every value of four characters or more in msg, and its quoted
+// form, by "[redacted]".
+func RedactString(msg string, values []string) string {
+	values = slices.Clone(values)
 	// Longest first, so that a value containing another is removed whole. Very short values
 	// would blank out ordinary words of the message.
 	sort.Slice(values, func(i, j int) bool { return len(values[i]) > len(values[j]) })
@@ -64,13 +84,10 @@ func RedactSecretValues(err error, objects []*unstructured.Unstructured) error {
 		if len(v) < 4 {
 			continue
 		}
-		redacted = strings.ReplaceAll(redacted, v, "[redacted]")
+		msg = strings.ReplaceAll(msg, v, "[redacted]")
 		if q := strconv.Quote(v); q[1:len(q)-1] != v {
-			redacted = strings.ReplaceAll(redacted, q[1:len(q)-1], "[redacted]")
+			msg = strings.ReplaceAll(msg, q[1:len(q)-1], "[redacted]")
 		}
 	}
-	if redacted == msg {
-		return err
-	}
-	return &redactedError{msg: redacted, err: err}
+	return msg
 }

@@ -198,8 +198,8 @@ func (ru *run) writePending(ctx context.Context, revision string, previous, rend
 }
 
 // applyAndPrune applies the revision's objects, then prunes stale (see guardPrune). Unless
-// said already, the status says "applying <revision>"
-// when it lasts. The apply phase is timed from start.
+// said already, the status says "applying <revision>" when it lasts. The apply phase is
+// timed from start.
 func (ru *run) applyAndPrune(ctx context.Context, c client.Client, d *deployment, live apply.Live,
 	stale []convergev1.InventoryEntry, timeout time.Duration, start time.Time, said bool) *failure {
 	incremental := ru.incremental()

@@ -15,7 +15,6 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sync/apply"
 	"github.com/converge-gitops/converge/sync/postbuild"
-	"github.com/converge-gitops/converge/sync/render"
 )
 
 // run is one reconcile of one SyncTarget: the object, its remembered state, the status as
@@ -124,8 +123,8 @@ func (ru *run) announce(o outcome) {
 func (ru *run) finish(o outcome) (ctrl.Result, error) {
 	now := ru.r.Clock.Now()
 	o.message = ru.redact(o.message)
-	if o.err != nil {
-		o.err = &redactedError{msg: ru.redact(o.err.Error()), err: o.err}
+	if ru.vars.Substitution != nil {
+		o.err = apply.RedactValues(o.err, ru.vars.Substitution.Sensitive)
 	}
 	if o.verified == nil {
 		o.verified = ru.verified
@@ -147,21 +146,11 @@ func (ru *run) finish(o outcome) (ctrl.Result, error) {
 // value substituted into a field the API server refuses is quoted in its error, which would
 // reach the status, events, commit statuses and logs.
 func (ru *run) redact(msg string) string {
-	if ru.vars.Substitution == nil || len(ru.vars.Substitution.Sensitive) == 0 {
+	if ru.vars.Substitution == nil {
 		return msg
 	}
-	return render.Redact(msg, ru.vars.Substitution.Sensitive)
+	return apply.RedactString(msg, ru.vars.Substitution.Sensitive)
 }
-
-// redactedError is an error whose message has Secret values removed; it unwraps to the
-// original, whose message must not be shown.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
 
 // observe records the metrics of an attempt that ended. The latencies to healthy are
 // observed once per revision: a periodic full sync of it again is no new deploy.

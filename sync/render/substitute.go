@@ -36,13 +36,9 @@ type Substitution struct {
 	// variable (sorted); otherwise it is replaced by the empty string.
 	Strict bool
 	// Sensitive are the values read from Secrets: an object named after one is named
-	// "[redacted]" in errors, and callers redact them from every message (Redact).
+	// "[redacted]" in errors, and callers redact them from every message.
 	Sensitive []string
 }
-
-// Redact replaces in msg every value of sensitive four characters long or more by
-// "[redacted]", the longest first.
-func Redact(msg string, sensitive []string) string { return redact(msg, sensitive) }
 
 // substitute runs s over the items in place, within the render's byte budget. Error
 // messages name objects, fields and variables, never a value.

@@ -93,17 +93,17 @@ func (in Inputs) TrustedKeys(ctx context.Context) (*sources.TrustedKeys, error) 
 // API server's NotFound.
 func (in Inputs) secret(ctx context.Context, what, name string) (map[string][]byte, error) {
 	ns := in.Target.Namespace
-	s := &corev1.Secret{}
-	if err := in.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("the %s secret %s/%s does not exist: %w", what, ns, name, err)
-		}
+	data, err := in.secretData(ctx, ns, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("the %s secret %s/%s does not exist: %w", what, ns, name, err)
+	case err != nil:
 		return nil, fmt.Errorf("reading the %s secret %s/%s: %w", what, ns, name, err)
 	}
-	return s.Data, nil
+	return data, nil
 }
 
-// secretData reads the data of a Secret, for render.KeysFor.
+// secretData reads the data of a Secret (for render.KeysFor too).
 func (in Inputs) secretData(ctx context.Context, namespace, name string) (map[string][]byte, error) {
 	if in.Reader == nil {
 		return nil, errors.New("no Secret reader configured")
