@@ -30,7 +30,8 @@ func TestCRDs(t *testing.T) {
 	for _, c := range crds {
 		names = append(names, c.Name)
 	}
-	if len(crds) != 2 || names[0] != "notifiers.converge.dev" || names[1] != "synctargets.converge.dev" {
-		t.Fatalf("CRDs() = %v, want notifiers.converge.dev and synctargets.converge.dev", names)
+	want := []string{"notifiers.converge.dev", "synctargets.converge.dev", "synctargetsets.converge.dev"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Fatalf("CRDs() = %v, want %v", names, want)
 	}
 }

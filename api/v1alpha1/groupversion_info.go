@@ -23,7 +23,8 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &SyncTarget{}, &SyncTargetList{}, &Notifier{}, &NotifierList{})
+	s.AddKnownTypes(GroupVersion, &SyncTarget{}, &SyncTargetList{}, &Notifier{}, &NotifierList{},
+		&SyncTargetSet{}, &SyncTargetSetList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -8,10 +8,45 @@ import (
 
 // GetInterval is how often the source is polled when no schedule is set.
 func (in *SyncTarget) GetInterval() time.Duration {
-	if in.Spec.Source.Interval != nil && in.Spec.Source.Interval.Duration > 0 {
-		return in.Spec.Source.Interval.Duration
+	iv := in.Spec.Source.Interval
+	if in.Spec.Chart != nil {
+		iv = in.Spec.Chart.Interval
+	}
+	if iv != nil && iv.Duration > 0 {
+		return iv.Duration
 	}
 	return DefaultInterval
+}
+
+// GetSchedule is the cron schedule the source is polled on, or "" for an interval.
+func (in *SyncTarget) GetSchedule() CronSchedule {
+	if in.Spec.Chart != nil {
+		return in.Spec.Chart.Schedule
+	}
+	return in.Spec.Source.Schedule
+}
+
+// IsChart reports whether the SyncTarget follows a chart repository (spec.chart)
+// rather than a Git repository.
+func (in *SyncTarget) IsChart() bool {
+	return in.Spec.Chart != nil
+}
+
+// ReleaseName is the Helm release name of a chart: spec.helm.releaseName, or the
+// SyncTarget's name.
+func (in *SyncTarget) ReleaseName() string {
+	if in.Spec.Helm != nil && in.Spec.Helm.ReleaseName != "" {
+		return in.Spec.Helm.ReleaseName
+	}
+	return in.Name
+}
+
+// CRDPolicy is what happens to a chart's crds/ (default CreateReplace).
+func (in *SyncTarget) CRDPolicy() CRDPolicy {
+	if in.Spec.Helm == nil || in.Spec.Helm.CRDs == "" {
+		return CRDsCreateReplace
+	}
+	return in.Spec.Helm.CRDs
 }
 
 // GetTimeout bounds applying and health checking one revision.

@@ -360,10 +360,27 @@ type SyncWindow struct {
 }
 
 // SyncTargetSpec is the desired state: which repository, which path, how to apply it.
+// +kubebuilder:validation:XValidation:rule="has(self.source) != has(self.chart)",message="exactly one of source and chart must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.chart) || !has(self.path) || size(self.path) == 0",message="path applies to a Git source, not to a chart"
 type SyncTargetSpec struct {
-	// Source is the Git repository and ref to follow.
-	// +required
-	Source GitSource `json:"source"`
+	// Source is the Git repository and ref to follow. Exactly one of source and chart is set.
+	// +optional
+	Source GitSource `json:"source,omitzero"`
+
+	// Chart is a Helm chart of a chart repository or an OCI registry to follow instead of
+	// a Git repository. A chart kept in Git is deployed with source and a path holding
+	// its Chart.yaml.
+	// +optional
+	Chart *ChartSource `json:"chart,omitempty"`
+
+	// Helm says how a chart is rendered: release name, values, CRD policy.
+	// +optional
+	Helm *HelmSpec `json:"helm,omitempty"`
+
+	// KubeConfig sends the objects to another cluster: applies, prunes, health checks,
+	// drift watches and dry-runs go there, impersonating serviceAccountName there.
+	// +optional
+	KubeConfig *KubeConfigReference `json:"kubeConfig,omitempty"`
 
 	// Path inside the repository to render, relative to its root (default: the root).
 	// +kubebuilder:validation:MaxLength=1024

@@ -4,7 +4,10 @@ import (
 	"context"
 	"flag"
 	"os"
+	"strings"
 	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -116,6 +119,27 @@ func TestInvalidSyncTargetsAreRejected(t *testing.T) {
 		}, "spec.source.ref.commit", "should match"},
 		{"history limit zero", func(st *convergev1.SyncTarget) { st.Spec.HistoryLimit = ptr.To(int32(0)) },
 			"spec.historyLimit", "should be greater than or equal to 1"},
+		{"neither source nor chart", func(st *convergev1.SyncTarget) { st.Spec.Source = convergev1.GitSource{} },
+			"spec", "exactly one of source and chart must be set"},
+		{"source and chart", func(st *convergev1.SyncTarget) {
+			st.Spec.Chart = &convergev1.ChartSource{Repository: "oci://registry.example/charts", Name: "podinfo"}
+		}, "spec", "exactly one of source and chart must be set"},
+		{"chart with a path", func(st *convergev1.SyncTarget) {
+			st.Spec.Source = convergev1.GitSource{}
+			st.Spec.Chart = &convergev1.ChartSource{Repository: "oci://registry.example/charts", Name: "podinfo"}
+		}, "spec", "path applies to a Git source, not to a chart"},
+		{"chart from ftp", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.Path = convergev1.GitSource{}, ""
+			st.Spec.Chart = &convergev1.ChartSource{Repository: "ftp://charts.example", Name: "podinfo"}
+		}, "spec.chart.repository", "must be an https://, http:// or oci:// URL"},
+		{"digest of an HTTP chart", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.Path = convergev1.GitSource{}, ""
+			st.Spec.Chart = &convergev1.ChartSource{Repository: "https://charts.example", Name: "podinfo",
+				Digest: "sha256:" + strings.Repeat("a", 64)}
+		}, "spec.chart", "digest needs an oci:// repository"},
+		{"values from a Pod", func(st *convergev1.SyncTarget) {
+			st.Spec.Helm = &convergev1.HelmSpec{ValuesFrom: []convergev1.ValuesReference{{Kind: "Pod", Name: "x"}}}
+		}, "spec.helm.valuesFrom[0].kind", "Unsupported value"},
 		{"bad target namespace", func(st *convergev1.SyncTarget) { st.Spec.TargetNamespace = "Shop_Prod" },
 			"spec.targetNamespace", "should match"},
 		{"tag verification of a branch", func(st *convergev1.SyncTarget) {
@@ -196,6 +220,22 @@ func TestValidSyncTargetsRoundTripWithDefaults(t *testing.T) {
 			st.Spec.SyncWindows = []convergev1.SyncWindow{{Kind: convergev1.DenyWindow, Schedule: "0 22 * * *", Duration: metav1.Duration{Duration: 8 * 3600e9}, TimeZone: "Europe/Berlin"}}
 			st.Spec.HistoryLimit = ptr.To(int32(20))
 		}},
+		{"chart from an OCI registry", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.Path = convergev1.GitSource{}, ""
+			st.Spec.Chart = &convergev1.ChartSource{Repository: "oci://registry.example/charts", Name: "podinfo",
+				Version: ">=6.5 <7", SecretRef: &convergev1.LocalObjectReference{Name: "registry"},
+				Interval: &metav1.Duration{Duration: 600e9}}
+			st.Spec.Helm = &convergev1.HelmSpec{ReleaseName: "podinfo",
+				Values:      &apiextensionsv1.JSON{Raw: []byte(`{"replicaCount":2,"ui":{"color":"#34577c"}}`)},
+				ValuesFiles: []string{"values-prod.yaml"},
+				ValuesFrom:  []convergev1.ValuesReference{{Kind: "Secret", Name: "db", ValuesKey: "values.yaml", TargetPath: "db.password"}},
+				CRDs:        convergev1.CRDsCreate}
+		}},
+		{"chart in Git on a remote cluster", func(st *convergev1.SyncTarget) {
+			st.Spec.Path = "charts/shop"
+			st.Spec.Helm = &convergev1.HelmSpec{DisableHooks: true}
+			st.Spec.KubeConfig = &convergev1.KubeConfigReference{SecretRef: convergev1.KubeConfigSecretReference{Name: "prod-kubeconfig"}}
+		}},
 		{"signed tags, sops and substitution", func(st *convergev1.SyncTarget) {
 			st.Spec.Source.Ref = convergev1.GitRef{SemVer: ">=1.0.0"}
 			st.Spec.Source.Verify = &convergev1.VerifySpec{Mode: convergev1.VerifyTagAndHEAD, SecretRef: convergev1.LocalObjectReference{Name: "keys"}}
@@ -231,6 +271,9 @@ func TestValidSyncTargetsRoundTripWithDefaults(t *testing.T) {
 			}
 			if want.Wait == nil {
 				want.Wait = ptr.To(true)
+			}
+			if want.Helm != nil && want.Helm.CRDs == "" {
+				want.Helm.CRDs = convergev1.CRDsCreateReplace
 			}
 			if want.Source.Verify != nil && want.Source.Verify.Mode == "" {
 				want.Source.Verify.Mode = convergev1.VerifyHEAD

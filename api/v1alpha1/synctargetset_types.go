@@ -1,0 +1,241 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SyncTargetSetKind is the kind name of the SyncTargetSet API.
+const SyncTargetSetKind = "SyncTargetSet"
+
+// Labels converge sets on the SyncTargets a SyncTargetSet generates.
+const (
+	// SetLabel carries the name of the SyncTargetSet that generated a SyncTarget.
+	SetLabel = "converge.dev/set"
+	// ClusterLabel marks a kubeconfig Secret as a cluster for the clusters generator;
+	// its value is the cluster's name (default: the Secret's name).
+	ClusterLabel = "converge.dev/cluster"
+)
+
+// Condition reasons of a SyncTargetSet.
+const (
+	GenerationFailedReason   = "GenerationFailed"
+	TemplateInvalidReason    = "TemplateInvalid"
+	RolloutProgressingReason = "RolloutProgressing"
+	RolloutFailedReason      = "RolloutFailed"
+)
+
+// ListGenerator yields the parameter sets written inline.
+type ListGenerator struct {
+	// Elements are maps of parameter name to string value.
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MaxProperties=64
+	// +required
+	Elements []map[string]string `json:"elements"`
+}
+
+// ClustersGenerator yields one parameter set per kubeconfig Secret of the set's namespace
+// labelled converge.dev/cluster and matching the selector: name (the label's value, or the
+// Secret's name), secretName, and labels.<key> for each of the Secret's labels.
+type ClustersGenerator struct {
+	// Selector of the Secrets; empty selects every Secret labelled converge.dev/cluster.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// GitDirectoriesGenerator yields one parameter set per directory of a Git source whose
+// path matches include and not exclude: path, path.basename, path.segments[i] are given
+// as path, path.basename and path.segmentN (N from 0).
+type GitDirectoriesGenerator struct {
+	// Source is the repository and ref to read the directories from.
+	// +required
+	Source GitSource `json:"source"`
+
+	// Include lists globs of directory paths (path.Match syntax, "*" within a segment).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +required
+	Include []string `json:"include"`
+
+	// Exclude lists globs of directory paths left out.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +optional
+	Exclude []string `json:"exclude,omitempty"`
+}
+
+// BaseGenerator is one generator: exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.list), has(self.clusters), has(self.gitDirectories)].filter(x, x).size() == 1",message="exactly one of list, clusters or gitDirectories must be set"
+type BaseGenerator struct {
+	// +optional
+	List *ListGenerator `json:"list,omitempty"`
+	// +optional
+	Clusters *ClustersGenerator `json:"clusters,omitempty"`
+	// +optional
+	GitDirectories *GitDirectoriesGenerator `json:"gitDirectories,omitempty"`
+}
+
+// MatrixGenerator yields the product of two generators: every pair of their parameter
+// sets, merged (the second wins on a shared name).
+type MatrixGenerator struct {
+	// +kubebuilder:validation:MinItems=2
+	// +kubebuilder:validation:MaxItems=2
+	// +required
+	Generators []BaseGenerator `json:"generators"`
+}
+
+// Generator yields parameter sets: exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.list), has(self.clusters), has(self.gitDirectories), has(self.matrix)].filter(x, x).size() == 1",message="exactly one of list, clusters, gitDirectories or matrix must be set"
+type Generator struct {
+	// +optional
+	List *ListGenerator `json:"list,omitempty"`
+	// +optional
+	Clusters *ClustersGenerator `json:"clusters,omitempty"`
+	// +optional
+	GitDirectories *GitDirectoriesGenerator `json:"gitDirectories,omitempty"`
+	// +optional
+	Matrix *MatrixGenerator `json:"matrix,omitempty"`
+}
+
+// SyncTargetTemplateMeta is the metadata of a generated SyncTarget; every string may
+// hold {{ .param }} references.
+type SyncTargetTemplateMeta struct {
+	// Name of the generated SyncTarget, e.g. "{{ .name }}-apps".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Name string `json:"name"`
+
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// SyncTargetTemplate is the SyncTarget every parameter set is rendered into.
+type SyncTargetTemplate struct {
+	// +required
+	Metadata SyncTargetTemplateMeta `json:"metadata"`
+
+	// Spec is a SyncTarget spec whose strings may hold {{ .param }} references. It is
+	// validated as a SyncTarget once rendered, before any generated SyncTarget is written.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	// +required
+	Spec apiextensionsv1.JSON `json:"spec"`
+}
+
+// RolloutStep is one step of a progressive rollout: the generated SyncTargets whose
+// labels match.
+type RolloutStep struct {
+	// MatchLabels select the SyncTargets of this step.
+	// +kubebuilder:validation:MaxProperties=16
+	// +required
+	MatchLabels map[string]string `json:"matchLabels"`
+}
+
+// RolloutStrategy says how a change of the set reaches the generated SyncTargets.
+type RolloutStrategy struct {
+	// MaxConcurrent caps how many generated SyncTargets are updated at once: an update
+	// waits until fewer than this many are not yet Ready. Unset, all at once.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxConcurrent *int32 `json:"maxConcurrent,omitempty"`
+
+	// Steps update the SyncTargets step by step, each step waiting until every SyncTarget
+	// of the steps before it is Ready at the new template; a failed step stops the
+	// rollout. SyncTargets no step matches come last.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Steps []RolloutStep `json:"steps,omitempty"`
+}
+
+// SyncTargetSetSpec is a template and the generators of its parameters.
+type SyncTargetSetSpec struct {
+	// Generators yield the parameter sets; every set yields one SyncTarget.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +required
+	Generators []Generator `json:"generators"`
+
+	// Template of the generated SyncTargets.
+	// +required
+	Template SyncTargetTemplate `json:"template"`
+
+	// Strategy of the rollout of a change; unset, every SyncTarget is updated at once.
+	// +optional
+	Strategy *RolloutStrategy `json:"strategy,omitempty"`
+
+	// PreserveOnDeletion keeps the generated SyncTargets (and so their objects) when
+	// they are no longer generated or the set is deleted: they are released, not deleted.
+	// +optional
+	PreserveOnDeletion bool `json:"preserveOnDeletion,omitempty"`
+}
+
+// GeneratedTarget is one SyncTarget of a set.
+type GeneratedTarget struct {
+	// Name of the SyncTarget.
+	// +required
+	Name string `json:"name"`
+
+	// Ready is the SyncTarget's Ready status as last seen.
+	// +optional
+	Ready metav1.ConditionStatus `json:"ready,omitempty"`
+
+	// Step is the index of the rollout step the SyncTarget belongs to.
+	// +optional
+	Step int32 `json:"step,omitempty"`
+
+	// Pending is true while the SyncTarget waits for its rollout step.
+	// +optional
+	Pending bool `json:"pending,omitempty"`
+}
+
+// SyncTargetSetStatus is what the set generated.
+type SyncTargetSetStatus struct {
+	// ObservedGeneration is the generation last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Reconciling, Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Targets are the generated SyncTargets, sorted by name.
+	// +optional
+	Targets []GeneratedTarget `json:"targets,omitempty"`
+
+	// CurrentStep is the rollout step being rolled out.
+	// +optional
+	CurrentStep int32 `json:"currentStep,omitempty"`
+}
+
+// SyncTargetSet generates SyncTargets from a template and generators.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sts,categories=converge
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+type SyncTargetSet struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec SyncTargetSetSpec `json:"spec"`
+
+	// +optional
+	Status SyncTargetSetStatus `json:"status,omitempty"`
+}
+
+// SyncTargetSetList is a list of SyncTargetSets.
+// +kubebuilder:object:root=true
+type SyncTargetSetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SyncTargetSet `json:"items"`
+}
