@@ -27,8 +27,11 @@ func TargetRenderOptions(ctx context.Context, c client.Reader, st *convergev1.Sy
 	if err != nil {
 		return RenderOptionsFor(st, root, path), err
 	}
-	ro, err := in.RenderOptions(ctx, root, vars.Substitution)
+	ro, err := in.RenderOptions(ctx, root, vars)
 	ro.Path = path
+	if ro.Helm != nil {
+		ro.Helm.Lookup = target.Lookup(c)
+	}
 	return ro, err
 }
 

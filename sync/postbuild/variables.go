@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,34 +23,63 @@ import (
 // without optional, does not exist (yet).
 var ErrReferentNotFound = errors.New("not found")
 
-// Variables are what the substitution of one SyncTarget needs.
+// Variables are what the substitution of one SyncTarget needs, and the Helm values its
+// spec.helm.valuesFrom reads.
 type Variables struct {
 	// Substitution is nil when the SyncTarget has no spec.postBuild.
 	Substitution *render.Substitution
-	// Digest is "sha256:<hex>" over what substituteFrom read (names, kinds and values,
-	// and which optional referents were missing): it changes when they change. Empty
-	// when substituteFrom is empty. It is kept in memory only, never shown.
+	// Values are the layers of spec.helm.valuesFrom, in order.
+	Values []ValuesLayer
+	// Sensitive are the strings read from Secrets (variables and values): callers
+	// redact them from every message.
+	Sensitive []string
+	// Digest is "sha256:<hex>" over what substituteFrom and valuesFrom read (names,
+	// kinds and values, and which optional referents were missing): it changes when they
+	// change. Empty when both are empty. It is kept in memory only, never shown.
 	Digest string
 }
 
 // Read reads the variables of st: the data of the ConfigMaps and Secrets of
 // spec.postBuild.substituteFrom, in order (a later one wins), then spec.postBuild.substitute
-// (which wins). They are read from st's namespace with r, one Get each: give it a reader with
-// the rights the SyncTarget acts with (the daemon impersonates its service account), not a
-// cache. Keys that are not variable names are skipped. A missing referent is an error
-// wrapping ErrReferentNotFound unless it is optional; errors name referents, never values.
+// (which wins); and the values of spec.helm.valuesFrom. They are read from st's namespace
+// with r, one Get each: give it a reader with the rights the SyncTarget acts with (the
+// daemon impersonates its service account), not a cache. Keys that are not variable names
+// are skipped. A missing referent is an error wrapping ErrReferentNotFound unless it is
+// optional; errors name referents, never values.
 func Read(ctx context.Context, r client.Reader, st *convergev1.SyncTarget) (Variables, error) {
-	pb := st.Spec.PostBuild
-	if pb == nil {
-		return Variables{}, nil
+	read := func(ctx context.Context, ref convergev1.SubstituteReference) (map[string]string, bool, error) {
+		return readReferent(ctx, r, st.Namespace, ref)
 	}
+	h := sha256.New()
+	out := Variables{}
+	if pb := st.Spec.PostBuild; pb != nil {
+		sub, err := readSubstitution(ctx, read, st, h)
+		if err != nil {
+			return Variables{}, err
+		}
+		out.Substitution, out.Sensitive = sub, sub.Sensitive
+	}
+	layers, sensitive, err := readValues(ctx, read, st, h)
+	if err != nil {
+		return Variables{}, err
+	}
+	out.Values, out.Sensitive = layers, append(out.Sensitive, sensitive...)
+	if (st.Spec.PostBuild != nil && len(st.Spec.PostBuild.SubstituteFrom) > 0) || len(layers) > 0 ||
+		(st.Spec.Helm != nil && len(st.Spec.Helm.ValuesFrom) > 0) {
+		out.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	}
+	return out, nil
+}
+
+// readSubstitution reads spec.postBuild, adding what substituteFrom read to h.
+func readSubstitution(ctx context.Context, read readerFunc, st *convergev1.SyncTarget, h hash.Hash) (*render.Substitution, error) {
+	pb := st.Spec.PostBuild
 	vars := map[string]string{}
 	var sensitive []string
-	h := sha256.New()
 	for i, ref := range pb.SubstituteFrom {
-		data, found, err := readReferent(ctx, r, st.Namespace, ref)
+		data, found, err := read(ctx, ref)
 		if err != nil {
-			return Variables{}, fmt.Errorf("spec.postBuild.substituteFrom[%d]: %w", i, err)
+			return nil, fmt.Errorf("spec.postBuild.substituteFrom[%d]: %w", i, err)
 		}
 		writeDigest(h, ref, found, data)
 		for k, v := range data {
@@ -64,11 +94,7 @@ func Read(ctx context.Context, r client.Reader, st *convergev1.SyncTarget) (Vari
 	for k, v := range pb.Substitute {
 		vars[k] = v
 	}
-	out := Variables{Substitution: &render.Substitution{Vars: vars, Strict: st.SubstitutionStrict(), Sensitive: sensitive}}
-	if len(pb.SubstituteFrom) > 0 {
-		out.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
-	}
-	return out, nil
+	return &render.Substitution{Vars: vars, Strict: st.SubstitutionStrict(), Sensitive: sensitive}, nil
 }
 
 // readReferent returns the data of one referent, and whether it exists.

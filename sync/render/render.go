@@ -112,6 +112,9 @@ type Options struct {
 	// Substitute, when set, replaces ${var} in the rendered objects (spec.postBuild),
 	// before they are validated, labelled and sorted; see Substitution.
 	Substitute *Substitution
+	// Helm, when set, renders a Path holding Chart.yaml (and no kustomization) as a Helm
+	// chart with these options. Nil, such a directory is read as plain manifests.
+	Helm *HelmOptions
 
 	// readHook, when set (tests only), runs before every file read with the
 	// render's context and the file's path relative to Root.
@@ -135,7 +138,16 @@ type Result struct {
 	Digest string
 	// Kustomized is true when Path was built with kustomize.
 	Kustomized bool
+	// Chart is true when Path was rendered as a Helm chart.
+	Chart bool
 }
+
+// How a path was built.
+const (
+	builtPlain = iota
+	builtKustomize
+	builtChart
+)
 
 // digestVersion changes when the rendering of equal input changes, so that digests
 // kept from an older converge never match a newer rendering.
@@ -203,7 +215,7 @@ func renderWithin(ctx context.Context, opts Options) (*Result, error) {
 	cfs.keys = opts.Decryption
 
 	display := cleanDisplay(opts.Path)
-	items, kustomized, err := renderItems(ctx, cfs, display)
+	items, how, err := renderItems(ctx, cfs, display, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -229,28 +241,36 @@ func renderWithin(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, &Error{File: display, Err: err}
 	}
-	return &Result{Objects: objs, Digest: digest, Kustomized: kustomized}, nil
+	return &Result{Objects: objs, Digest: digest, Kustomized: how == builtKustomize, Chart: how == builtChart}, nil
 }
 
 // renderItems builds the objects at display: with kustomize when it is a directory holding
 // a kustomization, as plain manifests otherwise.
-func renderItems(ctx context.Context, cfs *confinedFS, display string) (items []item, kustomized bool, err error) {
+func renderItems(ctx context.Context, cfs *confinedFS, display string, opts Options) (items []item, how int, err error) {
 	start, err := cfs.resolve(display)
 	if err != nil {
-		return nil, false, fileErr(display, err)
+		return nil, builtPlain, fileErr(display, err)
 	}
 	if start.info.IsDir() {
 		kfile, err := findKustomization(cfs, start.rel)
 		if err != nil {
-			return nil, false, fileErr(display, err)
+			return nil, builtPlain, fileErr(display, err)
 		}
 		if kfile != "" {
 			items, err = renderKustomize(ctx, cfs, start.rel, display)
-			return items, true, err
+			return items, builtKustomize, err
+		}
+		chart, err := isChart(cfs, start.rel)
+		if err != nil {
+			return nil, builtPlain, fileErr(display, err)
+		}
+		if chart && opts.Helm != nil {
+			items, err = renderChart(ctx, cfs, opts.Root, start, display, opts.Helm)
+			return items, builtChart, err
 		}
 	}
 	items, err = renderPlain(ctx, cfs, start, display)
-	return items, false, err
+	return items, builtPlain, err
 }
 
 func validateOptions(opts Options) error {

@@ -25,6 +25,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/helm"
 	"github.com/converge-gitops/converge/sync/postbuild"
 	"github.com/converge-gitops/converge/sync/render"
 )
@@ -123,9 +124,10 @@ func (in Inputs) Variables(ctx context.Context, r client.Reader) (postbuild.Vari
 
 // RenderOptions are the options the SyncTarget renders with from the tree at root: its
 // path, target namespace and owner labels, the SOPS keys of spec.decryption, the scope of
-// kinds, and sub, the spec.postBuild variables (none when nil). The caller sets the
-// timeout.
-func (in Inputs) RenderOptions(ctx context.Context, root string, sub *render.Substitution) (render.Options, error) {
+// kinds, vars (the spec.postBuild variables and spec.helm values) and, for a chart, the
+// Helm options (release, values, CRD and hook policy; the caller sets Lookup). The caller
+// sets the timeout.
+func (in Inputs) RenderOptions(ctx context.Context, root string, vars postbuild.Variables) (render.Options, error) {
 	st := in.Target
 	opts := render.Options{
 		Root:            root,
@@ -133,8 +135,9 @@ func (in Inputs) RenderOptions(ctx context.Context, root string, sub *render.Sub
 		TargetNamespace: st.Spec.TargetNamespace,
 		OwnerName:       st.Name,
 		OwnerNamespace:  st.Namespace,
-		Substitute:      sub,
+		Substitute:      vars.Substitution,
 		IsNamespaced:    IsNamespaced(in.Mapper),
+		Helm:            HelmOptions(st, vars),
 	}
 	keys, err := render.KeysFor(ctx, st, in.secretData)
 	if err != nil {
@@ -142,6 +145,30 @@ func (in Inputs) RenderOptions(ctx context.Context, root string, sub *render.Sub
 	}
 	opts.Decryption = keys
 	return opts, nil
+}
+
+// HelmOptions are the render options of the SyncTarget's chart (used when its path holds a
+// Chart.yaml, or for spec.chart): the release is named spec.helm.releaseName (or the
+// SyncTarget's name) in the target namespace (or the SyncTarget's); it is an upgrade once
+// a revision was applied.
+func HelmOptions(st *convergev1.SyncTarget, vars postbuild.Variables) *render.HelmOptions {
+	ns := st.Spec.TargetNamespace
+	if ns == "" {
+		ns = st.Namespace
+	}
+	o := &render.HelmOptions{ReleaseName: st.ReleaseName(), Namespace: ns,
+		IsUpgrade: st.Status.LastAppliedRevision != "", Revision: len(st.Status.History) + 1,
+		SkipCRDs: st.CRDPolicy() == convergev1.CRDsSkip}
+	if h := st.Spec.Helm; h != nil {
+		o.ValuesFiles, o.DisableHooks = h.ValuesFiles, h.DisableHooks
+		if h.Values != nil {
+			o.Inline = h.Values.Raw
+		}
+	}
+	for _, l := range vars.Values {
+		o.Values = append(o.Values, helm.ValuesSource{Name: l.Name, Data: l.Data, TargetPath: l.TargetPath, Sensitive: l.Sensitive})
+	}
+	return o
 }
 
 // IsNamespaced tells the scope of a kind from mapper, for render.Options: a kind the

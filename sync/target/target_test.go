@@ -5,6 +5,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/converge-gitops/converge/sync/postbuild"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,7 +79,7 @@ func TestTrustedKeys(t *testing.T) {
 
 func TestRenderOptions(t *testing.T) {
 	g := NewWithT(t)
-	opts, err := inputs(syncTarget()).RenderOptions(context.Background(), "/checkout", nil)
+	opts, err := inputs(syncTarget()).RenderOptions(context.Background(), "/checkout", postbuild.Variables{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(opts.Root).To(Equal("/checkout"))
 	g.Expect(opts.Path).To(Equal("deploy"))
@@ -86,8 +89,33 @@ func TestRenderOptions(t *testing.T) {
 
 	st := syncTarget()
 	st.Spec.Decryption = &convergev1.DecryptionSpec{Provider: "sops", SecretRef: &convergev1.LocalObjectReference{Name: "sops"}}
-	_, err = inputs(st).RenderOptions(context.Background(), "/checkout", nil)
+	_, err = inputs(st).RenderOptions(context.Background(), "/checkout", postbuild.Variables{})
 	g.Expect(err).To(MatchError(ContainSubstring("decryption Secret shop/sops")))
+}
+
+func TestHelmRenderOptions(t *testing.T) {
+	g := NewWithT(t)
+	st := syncTarget()
+	st.Spec.Helm = &convergev1.HelmSpec{ReleaseName: "web", ValuesFiles: []string{"values-prod.yaml"},
+		Values: &apiextensionsv1.JSON{Raw: []byte(`{"replicaCount":2}`)}, CRDs: convergev1.CRDsSkip}
+	vars := postbuild.Variables{Values: []postbuild.ValuesLayer{{Name: "Secret/db[values.yaml]", Data: []byte("a: b"), Sensitive: true}}}
+	opts, err := inputs(st).RenderOptions(context.Background(), "/checkout", vars)
+	g.Expect(err).NotTo(HaveOccurred())
+	h := opts.Helm
+	g.Expect(h).NotTo(BeNil())
+	g.Expect([]string{h.ReleaseName, h.Namespace}).To(Equal([]string{"web", "shop-prod"}), "the target namespace is the release's")
+	g.Expect(h.ValuesFiles).To(Equal([]string{"values-prod.yaml"}))
+	g.Expect(string(h.Inline)).To(Equal(`{"replicaCount":2}`))
+	g.Expect(h.Values).To(HaveLen(1))
+	g.Expect(h.Values[0].Sensitive).To(BeTrue())
+	g.Expect(h.SkipCRDs).To(BeTrue())
+	g.Expect(h.IsUpgrade).To(BeFalse(), "nothing applied yet: an install")
+
+	st.Spec.TargetNamespace, st.Spec.Helm = "", nil
+	st.Status.LastAppliedRevision = "main@sha1:0123"
+	h = target.HelmOptions(st, postbuild.Variables{})
+	g.Expect([]string{h.ReleaseName, h.Namespace}).To(Equal([]string{"app", "shop"}), "defaults: the SyncTarget's name and namespace")
+	g.Expect(h.IsUpgrade).To(BeTrue())
 }
 
 func inventory(ids ...string) *convergev1.ResourceInventory {
