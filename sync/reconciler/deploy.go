@@ -25,6 +25,10 @@ type deployment struct {
 	pruned    apply.PruneResult
 	// incremental: only the objects that changed since the last sync were applied.
 	incremental bool
+	// hooks are a chart's hook objects, run apart around the apply (see hooks.go); pre is
+	// the event of those run before it.
+	hooks []*unstructured.Unstructured
+	pre   string
 }
 
 func (d *deployment) summary() string {
@@ -105,15 +109,18 @@ func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.Re
 	if f != nil {
 		return d, f
 	}
-	d.objects = objects
+	c, err := ru.r.clientFor(ru.st)
+	if err != nil {
+		return d, fail(phaseApply, err)
+	}
+	if d.objects, d.hooks, err = ru.chartObjects(ctx, c, objects); err != nil {
+		return d, fail(phaseApply, err)
+	}
+	objects, d.pre = d.objects, hookEvent("pre", ru.st, w)
 	d.inventory = apply.NewInventory(objects)
 	stale, f := ru.guardPrune(w, previous, d)
 	if f != nil {
 		return d, f
-	}
-	c, err := ru.r.clientFor(ru.st)
-	if err != nil {
-		return d, fail(phaseApply, err)
 	}
 	t := ru.r.Clock.Now()
 	live, err := apply.CheckOwnershipCached(ctx, c, ru.key, ru.r.ownerExists, ru.r.Drift.Managed(ctx), objects)
@@ -136,7 +143,7 @@ func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.Re
 		return d, f
 	}
 	ru.r.timed("health", t)
-	return d, nil
+	return d, ru.runHooks(ctx, c, d, hookEvent("post", ru.st, w), timeout-ru.r.Clock.Since(since))
 }
 
 func fail(p phase, err error) *failure {
@@ -155,6 +162,7 @@ func (ru *run) guardPrune(w healthWait, previous *convergev1.ResourceInventory, 
 		rules.MaxDeletions = nil
 	}
 	stale, err := rules.Stale(previous, d.inventory, len(d.objects))
+	stale = keepChartCRDs(ru.st, stale)
 	switch {
 	case errors.Is(err, apply.ErrWouldPruneAll):
 		return nil, &failure{reason: convergev1.PruneFailedReason, then: failRevision,
@@ -208,6 +216,9 @@ func (ru *run) applyAndPrune(ctx context.Context, c client.Client, d *deployment
 		done = ru.progressIfSlow(ctx, "applying "+d.revision)
 	}
 	f := func() *failure {
+		if f := ru.runHooks(ctx, c, d, d.pre, timeout); f != nil {
+			return f
+		}
 		if err := ru.applyObjects(ctx, c, d, live, timeout, incremental); err != nil {
 			d.inventory = changedInventory(d.applied)
 			return fail(phaseApply, err)

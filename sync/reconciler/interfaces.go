@@ -12,7 +12,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sync/apply"
-	"github.com/converge-gitops/converge/sync/render"
+	"github.com/converge-gitops/converge/sync/postbuild"
 )
 
 // Fetcher gives the reconciler the commit a SyncTarget's source points at, and its tree.
@@ -39,10 +39,10 @@ type Fetcher interface {
 }
 
 // Renderer turns a checked-out tree into the objects a SyncTarget applies, owner labels
-// and target namespace set, and the spec.postBuild variables sub substituted (none when
-// nil). A rendering error is the commit's fault (BuildFailed).
+// and target namespace set, the spec.postBuild variables of vars substituted and, for a
+// chart, its spec.helm values used. A rendering error is the commit's fault (BuildFailed).
 type Renderer interface {
-	Render(ctx context.Context, st *convergev1.SyncTarget, root string, sub *render.Substitution) ([]*unstructured.Unstructured, error)
+	Render(ctx context.Context, st *convergev1.SyncTarget, root string, vars postbuild.Variables) ([]*unstructured.Unstructured, error)
 }
 
 // HealthChecker waits until the objects are healthy, or says which are not. A failure

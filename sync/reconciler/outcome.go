@@ -62,7 +62,8 @@ type failure struct {
 // not become healthy.
 func (f failure) rollsBack() bool {
 	return f.then == failRevision &&
-		(f.reason == convergev1.ApplyFailedReason || f.reason == convergev1.HealthCheckFailedReason)
+		(f.reason == convergev1.ApplyFailedReason || f.reason == convergev1.HealthCheckFailedReason ||
+			f.reason == convergev1.HookFailedReason)
 }
 
 // errRetryPrune marks deletes that failed: the revision is applied, the objects stay in

@@ -2,19 +2,25 @@ package reconciler
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sync/postbuild"
 	"github.com/converge-gitops/converge/sync/render"
 	"github.com/converge-gitops/converge/sync/target"
 )
 
-// KustomizeRenderer is the Renderer of the daemon: kustomize or plain manifests, read in
-// place from the shared checkout, confined to it.
+// KustomizeRenderer is the Renderer of the daemon: kustomize, plain manifests or a Helm
+// chart, read in place from the shared checkout, confined to it.
 type KustomizeRenderer struct {
 	// Mapper tells the scope of custom kinds already installed; nil takes them as namespaced.
 	Mapper meta.RESTMapper
@@ -25,18 +31,112 @@ type KustomizeRenderer struct {
 	// API reader: Secrets are never listed or cached). Nil, a SyncTarget with
 	// spec.decryption fails to render.
 	Secrets client.Reader
+	// Clients, when set, answer a chart's lookup with the SyncTarget's own client (and
+	// its mapper tells the scope of kinds); nil, lookup finds nothing.
+	Clients Clients
+	// Charts keeps the renders of charts; nil renders every time.
+	Charts *ChartRenders
 }
 
 // Render implements Renderer.
-func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget, root string, sub *render.Substitution) ([]*unstructured.Unstructured, error) {
-	opts, err := target.For(st, k.Secrets, k.Mapper).RenderOptions(ctx, root, sub)
+func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget, root string, vars postbuild.Variables) ([]*unstructured.Unstructured, error) {
+	mapper := k.Mapper
+	var c client.Client
+	if k.Clients != nil {
+		var err error
+		if c, err = k.Clients.For(st); err != nil {
+			return nil, err
+		}
+		if m := c.RESTMapper(); m != nil {
+			mapper = m
+		}
+	}
+	opts, err := target.For(st, k.Secrets, mapper).RenderOptions(ctx, root, vars)
 	if err != nil {
 		return nil, err
 	}
 	opts.Timeout = k.Timeout
+	if c != nil && opts.Helm != nil {
+		opts.Helm.Lookup = target.Lookup(c)
+	}
+	key := k.Charts.key(st, opts)
+	if objs, ok := k.Charts.get(key); ok {
+		return objs, nil
+	}
 	res, err := render.Render(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
+	if res.Chart {
+		k.Charts.put(key, res.Objects)
+	}
 	return res.Objects, nil
+}
+
+// ChartRenders keeps the objects a chart rendered, keyed by everything the render read
+// but the release's revision and install/upgrade state: a chart drawing random values
+// (randAlphaNum, genCA) then re-applies the objects it rendered the first time at every
+// heal and idle reconcile, and only a new revision, new values or a new spec renders anew.
+// It lives in memory: a restarted daemon renders once more.
+type ChartRenders struct {
+	mu    sync.Mutex
+	cache *lru.Cache
+}
+
+// NewChartRenders keeps the renders of up to size chart revisions.
+func NewChartRenders(size int) *ChartRenders {
+	return &ChartRenders{cache: lru.New(size)}
+}
+
+// key is the cache key of a render with opts, "" when not cached.
+func (c *ChartRenders) key(st *convergev1.SyncTarget, opts render.Options) string {
+	if c == nil || opts.Helm == nil {
+		return ""
+	}
+	h := opts.Helm
+	b, err := json.Marshal(struct {
+		Root, Path, TargetNamespace, Owner, Release, Namespace string
+		ValuesFiles                                            []string
+		Values                                                 any
+		Inline                                                 []byte
+		Flags                                                  [3]bool
+		Sub                                                    *render.Substitution
+		Generation                                             int64
+	}{opts.Root, opts.Path, opts.TargetNamespace, st.Namespace + "/" + st.Name, h.ReleaseName, h.Namespace,
+		h.ValuesFiles, h.Values, h.Inline, [3]bool{h.SkipCRDs, h.DisableHooks, h.IncludeTests}, opts.Substitute, st.Generation})
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func (c *ChartRenders) get(key string) ([]*unstructured.Unstructured, bool) {
+	if c == nil || key == "" {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.cache.Get(key)
+	if !ok {
+		return nil, false
+	}
+	return deepCopies(v.([]*unstructured.Unstructured)), true
+}
+
+func (c *ChartRenders) put(key string, objects []*unstructured.Unstructured) {
+	if c == nil || key == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cache.Add(key, deepCopies(objects))
+}
+
+func deepCopies(objects []*unstructured.Unstructured) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, len(objects))
+	for i, o := range objects {
+		out[i] = o.DeepCopy()
+	}
+	return out
 }

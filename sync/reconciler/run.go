@@ -123,8 +123,8 @@ func (ru *run) announce(o outcome) {
 func (ru *run) finish(o outcome) (ctrl.Result, error) {
 	now := ru.r.Clock.Now()
 	o.message = ru.redact(o.message)
-	if ru.vars.Substitution != nil {
-		o.err = apply.RedactValues(o.err, ru.vars.Substitution.Sensitive)
+	if len(ru.vars.Sensitive) > 0 {
+		o.err = apply.RedactValues(o.err, ru.vars.Sensitive)
 	}
 	if o.verified == nil {
 		o.verified = ru.verified
@@ -142,14 +142,12 @@ func (ru *run) finish(o outcome) (ctrl.Result, error) {
 	return fx.requeue, fx.err
 }
 
-// redact removes from msg the values read from Secrets for the spec.postBuild variables: a
+// redact removes from msg the values read from Secrets for the spec.postBuild variables and
+// the spec.helm values: a
 // value substituted into a field the API server refuses is quoted in its error, which would
 // reach the status, events, commit statuses and logs.
 func (ru *run) redact(msg string) string {
-	if ru.vars.Substitution == nil {
-		return msg
-	}
-	return apply.RedactString(msg, ru.vars.Substitution.Sensitive)
+	return apply.RedactString(msg, ru.vars.Sensitive)
 }
 
 // observe records the metrics of an attempt that ended. The latencies to healthy are

@@ -78,16 +78,18 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 	}
 	watchHealth := &WatchHealth{Checker: checker, Config: cfg, Mapper: mgr.GetRESTMapper(),
 		DefaultServiceAccount: o.DefaultServiceAccount}
+	clients := &ImpersonatingClients{Config: cfg, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultServiceAccount: o.DefaultServiceAccount}
 	return &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("converge"),
-		Fetcher:   fetcher,
-		Renderer:  KustomizeRenderer{Mapper: mgr.GetRESTMapper(), Timeout: o.RenderTimeout, Secrets: mgr.GetAPIReader()},
-		Health:    watchHealth,
-		Applier:   apply.Applier{Concurrency: o.ApplyConcurrency},
-		Clients: &ImpersonatingClients{Config: cfg, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-			DefaultServiceAccount: o.DefaultServiceAccount},
+		Fetcher:   SourceFetchers{Git: fetcher},
+		Renderer: KustomizeRenderer{Mapper: mgr.GetRESTMapper(), Timeout: o.RenderTimeout, Secrets: mgr.GetAPIReader(),
+			Clients: clients, Charts: NewChartRenders(chartRendersKept)},
+		Health:                watchHealth,
+		Applier:               apply.Applier{Concurrency: o.ApplyConcurrency},
+		Clients:               clients,
 		Clock:                 clock.RealClock{},
 		DefaultServiceAccount: o.DefaultServiceAccount,
 		FullSyncInterval:      o.FullSyncInterval,
@@ -100,6 +102,10 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		scheduler: scheduler,
 	}, nil
 }
+
+// chartRendersKept is how many chart renders the daemon keeps (see ChartRenders): a few
+// per chart SyncTarget of a large installation.
+const chartRendersKept = 1024
 
 // Scheduler runs the pollers of the sources of a reconciler made by NewReconciler: a push
 // webhook triggers them (sync/webhook).

@@ -102,7 +102,7 @@ func startReconciler(ctx context.Context, base *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	checkouts = r.Fetcher.(*reconciler.GitFetcher).Cache
+	checkouts = r.Fetcher.(reconciler.SourceFetchers).Git.(*reconciler.GitFetcher).Cache
 	hooks, err = webhook.New(ctx, mgr, r.Scheduler(), false)
 	if err != nil {
 		return err

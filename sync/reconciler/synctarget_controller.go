@@ -131,7 +131,7 @@ func (r *Reconciler) getSyncTarget(ctx context.Context, key client.ObjectKey) (*
 // interval is when to look at the source again: the next activation of its cron
 // schedule, or its interval.
 func (r *Reconciler) interval(st *convergev1.SyncTarget) time.Duration {
-	if s := st.Spec.Source.Schedule; s != "" {
+	if s := st.GetSchedule(); s != "" {
 		if sched, err := cronParser.Parse(string(s)); err == nil {
 			now := r.Clock.Now()
 			return max(sched.Next(now).Sub(now), time.Second)

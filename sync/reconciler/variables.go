@@ -28,7 +28,7 @@ import (
 // SyncTarget applies with (impersonating its service account, when it has one): a
 // tenant cannot have converge read a Secret it could not read itself.
 func (ru *run) readVariables(ctx context.Context) *outcome {
-	if ru.st.Spec.PostBuild == nil {
+	if ru.st.Spec.PostBuild == nil && (ru.st.Spec.Helm == nil || len(ru.st.Spec.Helm.ValuesFrom) == 0) {
 		ru.vars = postbuild.Variables{}
 		return nil
 	}
@@ -48,7 +48,7 @@ func (ru *run) readVariables(ctx context.Context) *outcome {
 
 // renderTree renders a checked-out tree, with the run's variables substituted.
 func (ru *run) renderTree(ctx context.Context, dir string) ([]*unstructured.Unstructured, error) {
-	return ru.r.Renderer.Render(ctx, ru.st, dir, ru.vars.Substitution)
+	return ru.r.Renderer.Render(ctx, ru.st, dir, ru.vars)
 }
 
 // variablesState compares the digest of the variables read now with the one the last
@@ -81,17 +81,24 @@ func variablesCause(changed, unknown bool) string {
 }
 
 // substituteFromIndex indexes SyncTargets by "<kind>/<name>" of each ConfigMap and Secret
-// their spec.postBuild.substituteFrom names (in their own namespace).
+// their spec.postBuild.substituteFrom or spec.helm.valuesFrom names (in their own namespace).
 const substituteFromIndex = ".spec.postBuild.substituteFrom"
 
 func substituteFromKeys(o client.Object) []string {
 	st, ok := o.(*convergev1.SyncTarget)
-	if !ok || st.Spec.PostBuild == nil {
+	if !ok {
 		return nil
 	}
-	keys := make([]string, 0, len(st.Spec.PostBuild.SubstituteFrom))
-	for _, ref := range st.Spec.PostBuild.SubstituteFrom {
-		keys = append(keys, ref.Kind+"/"+ref.Name)
+	var keys []string
+	if st.Spec.PostBuild != nil {
+		for _, ref := range st.Spec.PostBuild.SubstituteFrom {
+			keys = append(keys, ref.Kind+"/"+ref.Name)
+		}
+	}
+	if st.Spec.Helm != nil {
+		for _, ref := range st.Spec.Helm.ValuesFrom {
+			keys = append(keys, ref.Kind+"/"+ref.Name)
+		}
 	}
 	return keys
 }

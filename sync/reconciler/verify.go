@@ -23,7 +23,7 @@ type verification struct {
 // spec.source.verify asks for it. ok is false when it is not (or could not be checked): the
 // outcome then says why, and nothing is rendered or applied.
 func (ru *run) verify(ctx context.Context, revision string) (o outcome, ok bool) {
-	if ru.st.Spec.Source.Verify == nil {
+	if ru.st.Spec.Source.Verify == nil && (ru.st.Spec.Chart == nil || ru.st.Spec.Chart.Verify == nil) {
 		ru.verified = &verification{}
 		return outcome{}, true
 	}

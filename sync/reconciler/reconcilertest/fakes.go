@@ -20,6 +20,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/postbuild"
 	"github.com/converge-gitops/converge/sync/render"
 )
 
@@ -161,8 +162,8 @@ func (r *Renderer) Renders() int {
 }
 
 // Render returns copies of the objects of the revision checked out at root, "${name}" in
-// their annotations and string data replaced by the variables of sub.
-func (r *Renderer) Render(_ context.Context, st *convergev1.SyncTarget, root string, sub *render.Substitution) ([]*unstructured.Unstructured, error) {
+// their annotations and string data replaced by the variables of vars.
+func (r *Renderer) Render(_ context.Context, st *convergev1.SyncTarget, root string, vars postbuild.Variables) ([]*unstructured.Unstructured, error) {
 	revision, ok := strings.CutPrefix(root, checkoutPrefix)
 	if !ok {
 		return nil, fmt.Errorf("%s is no checkout of the fake fetcher", root)
@@ -189,7 +190,7 @@ func (r *Renderer) Render(_ context.Context, st *convergev1.SyncTarget, root str
 		}
 		labels[convergev1.NameLabel], labels[convergev1.NamespaceLabel] = st.Name, st.Namespace
 		c.SetLabels(labels)
-		substitute(c, sub)
+		substitute(c, vars.Substitution)
 		out[i] = c
 	}
 	return out, nil

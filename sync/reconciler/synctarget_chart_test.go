@@ -1,0 +1,281 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/testcharts"
+)
+
+// chart is a small chart at deploy/: a ConfigMap telling .Release.IsInstall, a Secret with
+// a random password, and extra templates.
+func chart(version string, extra map[string]string) map[string]string {
+	files := map[string]string{
+		"deploy/Chart.yaml": "apiVersion: v2\nname: shop\nversion: " + version + "\n",
+		"deploy/values.yaml": "message: hello\n",
+		"deploy/templates/release.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: release
+data:
+  install: "{{ .Release.IsInstall }}"
+  message: {{ .Values.message | quote }}
+  version: {{ .Chart.Version | quote }}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: password
+stringData:
+  password: {{ randAlphaNum 24 | quote }}
+`,
+	}
+	for k, v := range extra {
+		files["deploy/"+k] = v
+	}
+	return files
+}
+
+func helmTarget(values string) func(*convergev1.SyncTarget) {
+	return func(st *convergev1.SyncTarget) {
+		st.Spec.Helm = &convergev1.HelmSpec{}
+		if values != "" {
+			st.Spec.Helm.Values = &apiextensionsv1.JSON{Raw: []byte(values)}
+		}
+	}
+}
+
+func (f *fixture) liveData(g Gomega, kind client.Object, name string) map[string]string {
+	key := client.ObjectKey{Namespace: f.app, Name: name}
+	g.Expect(k8s.Get(context.Background(), key, kind)).To(Succeed())
+	switch o := kind.(type) {
+	case *corev1.ConfigMap:
+		return o.Data
+	case *corev1.Secret:
+		out := map[string]string{}
+		for k, v := range o.Data {
+			out[k] = string(v)
+		}
+		return out
+	}
+	return nil
+}
+
+// TestChartInGitInstallsThenUpgradesWithHooks: a chart kept in Git is rendered with Helm and
+// applied; its pre-install hook runs before the rest and stays (before-hook-creation), the
+// Job of its post-upgrade hook runs to completion on the next revision and is deleted once
+// it succeeded; .Release.IsInstall follows the target's history.
+func TestChartInGitInstallsThenUpgradesWithHooks(t *testing.T) {
+	f := newFixture(t)
+	hooks := map[string]string{"templates/hooks.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: pre-install
+  annotations: {"helm.sh/hook": pre-install}
+data:
+  ran: "yes"
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  generateName: migrate-
+  annotations: {"helm.sh/hook": post-upgrade, "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: migrate, image: example.com/migrate:1}]
+`}
+	first := f.commit(chart("1.0.0", hooks))
+	st := f.syncTarget("chart", helmTarget(`{"message":"from the spec"}`))
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Status).To(BeEquivalentTo("True"), ready(st).Message)
+		g.Expect(st.Status.LastAppliedRevision).To(Equal(first))
+	})
+	g := NewWithT(t)
+	data := f.liveData(g, &corev1.ConfigMap{}, "release")
+	g.Expect(data).To(HaveKeyWithValue("install", "true"))
+	g.Expect(data).To(HaveKeyWithValue("message", "from the spec"))
+	g.Expect(f.liveData(g, &corev1.ConfigMap{}, "pre-install")).To(HaveKeyWithValue("ran", "yes"))
+	for _, e := range get(g, st).Status.Inventory.Entries {
+		g.Expect(e.ID).NotTo(ContainSubstring("pre-install"), "hooks are not in the inventory")
+	}
+
+	second := f.commit(chart("1.1.0", hooks))
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(second))
+		g.Expect(ready(st).Status).To(BeEquivalentTo("True"), ready(st).Message)
+	})
+	data = f.liveData(g, &corev1.ConfigMap{}, "release")
+	g.Expect(data).To(HaveKeyWithValue("install", "false"), "an upgrade now")
+	g.Expect(data).To(HaveKeyWithValue("version", "1.1.0"))
+	g.Eventually(func(g Gomega) {
+		jobs := &batchv1.JobList{}
+		g.Expect(k8s.List(context.Background(), jobs, client.InNamespace(f.app))).To(Succeed())
+		g.Expect(jobs.Items).To(BeEmpty(), "the succeeded hook Job is deleted")
+	}).Should(Succeed())
+}
+
+// TestChartHookFailureRollsBack: a pre-upgrade hook Job that fails fails the revision,
+// which is rolled back to the last healthy one.
+func TestChartHookFailureRollsBack(t *testing.T) {
+	f := newFixture(t)
+	first := f.commit(chart("1.0.0", nil))
+	st := f.syncTarget("chart-hook", helmTarget(""))
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(first))
+	})
+	// The Job's Pod asks for a node that does not exist: its deadline fails it.
+	bad := f.commit(chart("2.0.0", map[string]string{"values.yaml": "message: broken\n", "templates/hook.yaml": `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: check
+  annotations: {"helm.sh/hook": pre-upgrade, "helm.sh/hook-delete-policy": hook-failed}
+spec:
+  backoffLimit: 0
+  activeDeadlineSeconds: 2
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {no-such-node: "true"}
+      containers: [{name: check, image: example.com/check:1}]
+`}))
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Reason).To(Equal(convergev1.RolledBackReason), ready(st).Message)
+		g.Expect(ready(st).Message).To(ContainSubstring("pre-upgrade hook Job"))
+		g.Expect(st.Status.LastAttemptedRevision).To(Equal(bad))
+		g.Expect(st.Status.LastAppliedRevision).To(Equal(first))
+	})
+	g := NewWithT(t)
+	g.Expect(f.liveData(g, &corev1.ConfigMap{}, "release")).To(HaveKeyWithValue("message", "hello"),
+		"the failed revision's objects were never applied: the hook runs first")
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.app, Name: "check"}, &batchv1.Job{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "hook-failed deletes the failed Job: %v", err)
+}
+
+// TestChartRandomValuesAreRenderedOnce: a chart drawing a random password is not
+// re-rendered at every look: a requested full reconcile and the heal of drift re-apply
+// the password rendered the first time.
+func TestChartRandomValuesAreRenderedOnce(t *testing.T) {
+	f := newFixture(t)
+	f.commit(chart("1.0.0", nil))
+	st := f.syncTarget("chart-random", helmTarget(""))
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Status).To(BeEquivalentTo("True"), ready(st).Message)
+	})
+	g := NewWithT(t)
+	password := f.liveData(g, &corev1.Secret{}, "password")["password"]
+	g.Expect(password).To(HaveLen(24))
+
+	latest := get(g, st)
+	latest.Annotations = map[string]string{convergev1.RequestedAtAnnotation: fmt.Sprint(time.Now().UnixNano())}
+	g.Expect(k8s.Update(context.Background(), latest)).To(Succeed())
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHandledReconcileAt).To(Equal(latest.Annotations[convergev1.RequestedAtAnnotation]))
+	})
+	g.Expect(f.liveData(g, &corev1.Secret{}, "password")).To(HaveKeyWithValue("password", password))
+
+	g.Expect(k8s.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.app, Name: "password"}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(f.liveData(g, &corev1.Secret{}, "password")).To(HaveKeyWithValue("password", password))
+	}).WithTimeout(60 * time.Second).Should(Succeed())
+}
+
+// TestChartCRDsAreUpgraded: a chart's crds/ are applied before the rest and upgraded with
+// the chart (Helm leaves them as first installed); under the Create policy they are not.
+func TestChartCRDsAreUpgraded(t *testing.T) {
+	for _, policy := range []convergev1.CRDPolicy{convergev1.CRDsCreateReplace, convergev1.CRDsCreate} {
+		t.Run(string(policy), func(t *testing.T) {
+			f := newFixture(t)
+			group := fmt.Sprintf("%s.example.com", f.ns)
+			f.commit(chart("1.0.0", map[string]string{"crds/gadgets.yaml": gadgetCRD(group, "size")}))
+			st := f.syncTarget("chart-crd", func(st *convergev1.SyncTarget) {
+				helmTarget("")(st)
+				st.Spec.Helm.CRDs = policy
+			})
+			eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+				g.Expect(ready(st).Status).To(BeEquivalentTo("True"), ready(st).Message)
+			})
+			second := f.commit(chart("1.1.0", map[string]string{"crds/gadgets.yaml": gadgetCRD(group, "colour")}))
+			eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+				g.Expect(st.Status.LastHealthyRevision).To(Equal(second))
+			})
+			g := NewWithT(t)
+			crd := &unstructured.Unstructured{}
+			crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+			g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: "gadgets." + group}, crd)).To(Succeed())
+			versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+			g.Expect(versions).To(HaveLen(1))
+			props, _, _ := unstructured.NestedMap(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties")
+			if policy == convergev1.CRDsCreate {
+				g.Expect(props).To(HaveKey("size"), "Create leaves the CRD as first created")
+				g.Expect(props).NotTo(HaveKey("colour"))
+			} else {
+				g.Expect(props).To(HaveKey("colour"), "CreateReplace upgrades the CRD with the chart")
+			}
+			t.Cleanup(func() { _ = k8s.Delete(context.Background(), crd) })
+		})
+	}
+}
+
+func gadgetCRD(group, field string) string {
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.%[1]s
+spec:
+  group: %[1]s
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              %[2]s: {type: string}
+`, group, field)
+}
+
+// TestRealChartDeploys: the podinfo chart, unmodified, deploys and becomes healthy.
+func TestRealChartDeploys(t *testing.T) {
+	f := newFixture(t)
+	files := map[string]string{}
+	chartFS := testcharts.FS(testcharts.Podinfo)
+	err := fs.WalkDir(chartFS, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(chartFS, p)
+		files["deploy/"+p] = string(b)
+		return err
+	})
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	rev := f.commit(files)
+	st := f.syncTarget("podinfo", func(st *convergev1.SyncTarget) {
+		st.Spec.Helm = &convergev1.HelmSpec{ReleaseName: "web",
+			Values: &apiextensionsv1.JSON{Raw: []byte(`{"hooks":{"preInstall":{"job":{"enabled":true}}}}`)}}
+	})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Status).To(BeEquivalentTo("True"), ready(st).Message)
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(rev))
+	})
+}
