@@ -9,6 +9,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sync/apply"
+	hookspkg "github.com/converge-gitops/converge/sync/hooks"
 )
 
 // isHelm reports whether the SyncTarget deploys a chart by its spec: spec.chart, or
@@ -20,7 +21,7 @@ func isHelm(st *convergev1.SyncTarget) bool {
 // chartObjects splits a chart's hooks from the objects of its revision and, under the
 // Create CRD policy, leaves out the CRDs that exist already: they are never changed.
 func (ru *run) chartObjects(ctx context.Context, c client.Client, objects []*unstructured.Unstructured) (rest, hooks []*unstructured.Unstructured, err error) {
-	rest, hooks = splitHooks(objects)
+	rest, hooks = hookspkg.Split(objects)
 	if ru.st.CRDPolicy() != convergev1.CRDsCreate || !isHelm(ru.st) {
 		return rest, hooks, nil
 	}

@@ -2,109 +2,20 @@ package reconciler
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
-	"github.com/converge-gitops/converge/sync/apply"
-	"github.com/converge-gitops/converge/sync/render"
+	"github.com/converge-gitops/converge/sync/hooks"
 )
 
-// The hooks of a Helm chart (objects annotated helm.sh/hook) are not part of a revision's
-// set: they are applied apart, around it — pre-install/pre-upgrade before the apply (Jobs
-// and Pods waited to completion), post-install/post-upgrade once the set is healthy — in
-// hook-weight order, never in the inventory, and removed by their hook-delete-policy.
-// A hook that fails fails the revision (HookFailed), which rolls back like any failure.
-
-const (
-	hookWeightAnnotation = "helm.sh/hook-weight"
-	hookDeleteAnnotation = "helm.sh/hook-delete-policy"
-
-	beforeHookCreation = "before-hook-creation"
-	hookSucceeded      = "hook-succeeded"
-	hookFailed         = "hook-failed"
-)
-
-// hookPoll is how often a hook Job or Pod is looked at while it runs.
-const hookPoll = 250 * time.Millisecond
-
-// errHookFailed: a hook Job or Pod failed, or could not be applied.
-var errHookFailed = errors.New("hook failed")
-
-// splitHooks separates the hook objects of a rendered set from the others.
-func splitHooks(objects []*unstructured.Unstructured) (rest, hooks []*unstructured.Unstructured) {
-	for _, o := range objects {
-		if _, ok := o.GetAnnotations()[render.HookAnnotation]; ok {
-			hooks = append(hooks, o)
-		} else {
-			rest = append(rest, o)
-		}
-	}
-	return rest, hooks
-}
-
-// hookEvents lists the events a hook object runs at.
-func hookEvents(o *unstructured.Unstructured) []string {
-	var out []string
-	for _, e := range strings.Split(o.GetAnnotations()[render.HookAnnotation], ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// hookPolicies lists a hook's delete policies: before-hook-creation when it names none.
-func hookPolicies(o *unstructured.Unstructured) map[string]bool {
-	out := map[string]bool{}
-	for _, p := range strings.Split(o.GetAnnotations()[hookDeleteAnnotation], ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out[p] = true
-		}
-	}
-	if len(out) == 0 {
-		out[beforeHookCreation] = true
-	}
-	return out
-}
-
-func hookWeight(o *unstructured.Unstructured) int {
-	w, _ := strconv.Atoi(strings.TrimSpace(o.GetAnnotations()[hookWeightAnnotation]))
-	return w
-}
-
-// hooksFor returns the hooks that run at event, in Helm's order: weight, kind, name.
-func hooksFor(hooks []*unstructured.Unstructured, event string) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, h := range hooks {
-		for _, e := range hookEvents(h) {
-			if e == event {
-				out = append(out, h)
-				break
-			}
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		wi, wj := hookWeight(out[i]), hookWeight(out[j])
-		if wi != wj {
-			return wi < wj
-		}
-		if out[i].GetKind() != out[j].GetKind() {
-			return out[i].GetKind() < out[j].GetKind()
-		}
-		return out[i].GetName() < out[j].GetName()
-	})
-	return out
-}
+// The hooks of a Helm chart are not part of a revision's set: they are run apart, around
+// it — pre-install/pre-upgrade (pre-rollback in a rollback) before the apply,
+// post-install/post-upgrade once the set is healthy — never in the inventory (see
+// sync/hooks). A hook that fails fails the revision (HookFailed), which rolls back like any
+// failure.
 
 // hookEvent names the event of a deploy: pre- or post- install, upgrade or rollback.
 func hookEvent(when string, st *convergev1.SyncTarget, w healthWait) string {
@@ -117,119 +28,10 @@ func hookEvent(when string, st *convergev1.SyncTarget, w healthWait) string {
 	return when + "-upgrade"
 }
 
-// runHooks runs the hooks of event, one after the other.
-func runHooks(ctx context.Context, c client.Client, hooks []*unstructured.Unstructured, event string) error {
-	for _, h := range hooksFor(hooks, event) {
-		if err := runHook(ctx, c, h.DeepCopy()); err != nil {
-			return fmt.Errorf("%w: %s hook %s %s/%s: %w", errHookFailed, event, h.GetKind(), h.GetNamespace(), h.GetName(), err)
-		}
-	}
-	return nil
-}
-
-// runHook applies one hook object (after deleting what earlier runs left of it when its
-// policy says before-hook-creation), waits for it when it is a Job or Pod, then deletes it
-// as its policy says.
-func runHook(ctx context.Context, c client.Client, h *unstructured.Unstructured) error {
-	policies := hookPolicies(h)
-	if policies[beforeHookCreation] {
-		if err := deleteHookObjects(ctx, c, h); err != nil {
-			return err
-		}
-	}
-	if err := c.Patch(ctx, h, client.Apply, client.ForceOwnership, client.FieldOwner(apply.FieldManager)); err != nil {
-		return err
-	}
-	err := waitHook(ctx, c, h)
-	if (err == nil && policies[hookSucceeded]) || (err != nil && policies[hookFailed]) {
-		if derr := deleteHookObjects(ctx, c, h); derr != nil && err == nil {
-			err = derr
-		}
-	}
-	return err
-}
-
-// deleteHookObjects deletes every object a run of hook h made (whatever its generated
-// name: they share h's hook label and owner labels) and waits until they are gone.
-func deleteHookObjects(ctx context.Context, c client.Client, h *unstructured.Unstructured) error {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(h.GroupVersionKind().GroupVersion().WithKind(h.GetKind() + "List"))
-	labels := client.MatchingLabels{render.HookLabel: h.GetLabels()[render.HookLabel]}
-	for _, k := range []string{convergev1.NameLabel, convergev1.NamespaceLabel} {
-		labels[k] = h.GetLabels()[k]
-	}
-	if err := c.List(ctx, list, client.InNamespace(h.GetNamespace()), labels); err != nil {
-		return err
-	}
-	for i := range list.Items {
-		o := &list.Items[i]
-		if err := c.Delete(ctx, o, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
-			return err
-		}
-	}
-	return wait.PollUntilContextCancel(ctx, hookPoll, true, func(ctx context.Context) (bool, error) {
-		for i := range list.Items {
-			o := list.Items[i].DeepCopy()
-			err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
-			if err == nil && o.GetUID() == list.Items[i].GetUID() {
-				return false, nil
-			}
-			if err != nil && !apierrors.IsNotFound(err) {
-				return false, err
-			}
-		}
-		return true, nil
-	})
-}
-
-// waitHook waits until a hook Job completes or a hook Pod succeeds; other kinds are
-// done once applied, as in Helm.
-func waitHook(ctx context.Context, c client.Client, h *unstructured.Unstructured) error {
-	kind := h.GroupVersionKind().GroupKind()
-	if kind.String() != "Job.batch" && !(kind.Group == "" && kind.Kind == "Pod") {
-		return nil
-	}
-	return wait.PollUntilContextCancel(ctx, hookPoll, true, func(ctx context.Context) (bool, error) {
-		o := h.DeepCopy()
-		if err := c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
-			return false, err
-		}
-		return hookDone(o)
-	})
-}
-
-// hookDone reads a Job's conditions or a Pod's phase: done, or failed with the reason.
-func hookDone(o *unstructured.Unstructured) (bool, error) {
-	if o.GetKind() == "Pod" {
-		phase, _, _ := unstructured.NestedString(o.Object, "status", "phase")
-		switch phase {
-		case "Succeeded":
-			return true, nil
-		case "Failed":
-			return false, errors.New("pod failed")
-		}
-		return false, nil
-	}
-	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
-	for _, x := range conds {
-		cond, _ := x.(map[string]any)
-		if cond["status"] != "True" {
-			continue
-		}
-		switch cond["type"] {
-		case "Complete":
-			return true, nil
-		case "Failed":
-			return false, fmt.Errorf("job failed: %v %v", cond["reason"], cond["message"])
-		}
-	}
-	return false, nil
-}
-
 // runHooks runs d's hooks of event within left of the revision's timeout; a failure fails
 // the revision (HookFailed).
 func (ru *run) runHooks(ctx context.Context, c client.Client, d *deployment, event string, left time.Duration) *failure {
-	if len(hooksFor(d.hooks, event)) == 0 {
+	if len(hooks.For(d.hooks, event)) == 0 {
 		return nil
 	}
 	hctx, cancel := context.WithTimeout(ctx, max(left, time.Second))
@@ -237,7 +39,7 @@ func (ru *run) runHooks(ctx context.Context, c client.Client, d *deployment, eve
 	if err := ru.progress(ctx, fmt.Sprintf("running the %s hooks of %s", event, d.revision)); err != nil {
 		return fail(phaseStatus, err)
 	}
-	if err := runHooks(hctx, c, d.hooks, event); err != nil {
+	if err := hooks.Run(hctx, c, d.hooks, event); err != nil {
 		if ctx.Err() != nil {
 			return fail(phaseApply, ctx.Err())
 		}
