@@ -2,6 +2,9 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -63,3 +66,35 @@ func keepChartCRDs(st *convergev1.SyncTarget, stale []convergev1.InventoryEntry)
 	}
 	return out
 }
+
+// removeReleaseSecrets deletes, when spec.helm.removeReleaseSecrets asks, the Secrets in
+// which Helm kept the release converge took over (type helm.sh/release.v1, labelled
+// owner=helm and name=<release>), in the release's namespace: converge keeps the history.
+func (ru *run) removeReleaseSecrets(ctx context.Context, c client.Client) error {
+	h := ru.st.Spec.Helm
+	if h == nil || !h.RemoveReleaseSecrets {
+		return nil
+	}
+	ns := ru.st.Spec.TargetNamespace
+	if ns == "" {
+		ns = ru.st.Namespace
+	}
+	list := &corev1.SecretList{}
+	if err := c.List(ctx, list, client.InNamespace(ns),
+		client.MatchingLabels{"owner": "helm", "name": ru.st.ReleaseName()}); err != nil {
+		return fmt.Errorf("listing the Secrets of Helm release %s/%s: %w", ns, ru.st.ReleaseName(), err)
+	}
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.Type != helmReleaseSecretType {
+			continue
+		}
+		if err := c.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting the Helm release Secret %s/%s: %w", ns, s.Name, err)
+		}
+	}
+	return nil
+}
+
+// helmReleaseSecretType is the type of the Secrets Helm keeps a release in.
+const helmReleaseSecretType = "helm.sh/release.v1"

@@ -143,7 +143,13 @@ func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.Re
 		return d, f
 	}
 	ru.r.timed("health", t)
-	return d, ru.runHooks(ctx, c, d, hookEvent("post", ru.st, w), timeout-ru.r.Clock.Since(since))
+	if f := ru.runHooks(ctx, c, d, hookEvent("post", ru.st, w), timeout-ru.r.Clock.Since(since)); f != nil {
+		return d, f
+	}
+	if err := ru.removeReleaseSecrets(ctx, c); err != nil {
+		return d, fail(phaseApply, err)
+	}
+	return d, nil
 }
 
 func fail(p phase, err error) *failure {

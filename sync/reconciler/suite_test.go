@@ -35,11 +35,12 @@ import (
 // The package shares one local cluster (controller-manager, scheduler, 2 kwok nodes) and
 // one running reconciler; each test uses namespaces and a git repository of its own.
 var (
-	k8s       client.Client
-	admin     *rest.Config
-	requests  atomic.Int64 // every API request the reconciler sent
-	hooks     *webhook.Dispatcher
-	checkouts *sources.Cache
+	k8s        client.Client
+	admin      *rest.Config
+	kubeconfig string       // the admin kubeconfig file, for the Helm SDK
+	requests   atomic.Int64 // every API request the reconciler sent
+	hooks      *webhook.Dispatcher
+	checkouts  *sources.Cache
 )
 
 func TestMain(m *testing.M) {
@@ -58,7 +59,7 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer func() { _ = c.Stop() }()
-		admin = c.Config
+		admin, kubeconfig = c.Config, c.Kubeconfig
 		if err := startReconciler(ctx, c.Config); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
