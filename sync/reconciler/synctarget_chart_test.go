@@ -279,3 +279,40 @@ func TestRealChartDeploys(t *testing.T) {
 		g.Expect(st.Status.LastHealthyRevision).To(Equal(rev))
 	})
 }
+
+// TestChartLargerThanAHelmReleaseDeploysAndIdlesCheaply: a chart rendering more than 1 MiB
+// (Helm's limit on a release Secret) deploys — converge keeps no release Secret — and an
+// idle reconcile of it sends a handful of requests, as for Git targets, and renders nothing.
+func TestChartLargerThanAHelmReleaseDeploysAndIdlesCheaply(t *testing.T) {
+	f := newFixture(t)
+	rev := f.commit(chart("1.0.0", map[string]string{"templates/big.yaml": `{{- range $i := until 6 }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: big-{{ $i }}
+data:
+  blob: {{ repeat 300000 "x" | quote }}
+{{- end }}
+`}))
+	st := f.syncTarget("chart-big", func(st *convergev1.SyncTarget) {
+		helmTarget("")(st)
+		st.Spec.Source.Interval = &metav1.Duration{Duration: time.Hour}
+	})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(rev), ready(st).Message)
+	})
+	g := NewWithT(t)
+	g.Expect(f.liveData(g, &corev1.ConfigMap{}, "big-5")["blob"]).To(HaveLen(300000))
+	reconciles := 3
+	before, start := requests.Load(), reconcileCount(g)
+	for i := range reconciles {
+		latest := get(g, st)
+		latest.Annotations = map[string]string{"example.com/poke": fmt.Sprint(i)}
+		g.Expect(k8s.Update(context.Background(), latest)).To(Succeed())
+		g.Eventually(func() float64 { return reconcileCount(g) }).Should(BeNumerically(">=", start+float64(i+1)))
+	}
+	sent := requests.Load() - before
+	t.Logf("%d idle reconciles of a chart sent %d API requests", reconciles, sent)
+	g.Expect(sent).To(BeNumerically("<=", 2*reconciles), "an idle chart reconcile costs what a Git one does")
+}
