@@ -316,3 +316,68 @@ data:
 	t.Logf("%d idle reconciles of a chart sent %d API requests", reconciles, sent)
 	g.Expect(sent).To(BeNumerically("<=", 2*reconciles), "an idle chart reconcile costs what a Git one does")
 }
+
+// TestChartLookupAndValuesFrom: lookup reads live objects through the SyncTarget's client;
+// values from a Secret (whole documents and targetPath) are used, a change to the Secret
+// redeploys, and a Secret value quoted in an API server refusal never reaches the status.
+func TestChartLookupAndValuesFrom(t *testing.T) {
+	f := newFixture(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(k8s.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.app, Name: "existing"},
+		Data: map[string]string{"value": "found"}})).To(Succeed())
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "db"},
+		StringData: map[string]string{"values.yaml": "message: from-the-secret\n", "password": "hunter2-secret"}}
+	g.Expect(k8s.Create(ctx, secret)).To(Succeed())
+	f.commit(chart("1.0.0", map[string]string{"templates/lookup.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: looked-up
+  labels:
+    team: {{ .Values.name | default "ok" | quote }}
+data:
+  seen: {{ (lookup "v1" "ConfigMap" .Release.Namespace "existing").data.value | default "nothing" | quote }}
+  password: {{ .Values.db.password | quote }}
+  name: {{ .Values.name | default "ok" | quote }}
+`}))
+	st := f.syncTarget("chart-values", func(st *convergev1.SyncTarget) {
+		st.Spec.Helm = &convergev1.HelmSpec{ValuesFrom: []convergev1.ValuesReference{
+			{Kind: "Secret", Name: "db"},
+			{Kind: "Secret", Name: "db", ValuesKey: "password", TargetPath: "db.password"},
+		}}
+	})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Status).To(BeEquivalentTo("True"), ready(st).Message)
+	})
+	g.Expect(f.liveData(g, &corev1.ConfigMap{}, "looked-up")).To(And(HaveKeyWithValue("seen", "found"),
+		HaveKeyWithValue("password", "hunter2-secret")))
+	g.Expect(f.liveData(g, &corev1.ConfigMap{}, "release")).To(HaveKeyWithValue("message", "from-the-secret"))
+
+	setData := func(data map[string]string) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(secret), secret)).To(Succeed())
+		secret.Data = map[string][]byte{}
+		for k, v := range data {
+			secret.Data[k] = []byte(v)
+		}
+		g.Expect(k8s.Update(ctx, secret)).To(Succeed())
+	}
+	setData(map[string]string{"values.yaml": "message: changed\n", "password": "hunter2-secret"})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(f.liveData(g, &corev1.ConfigMap{}, "release")).To(HaveKeyWithValue("message", "changed"), "a change to the Secret redeploys")
+	})
+	// A value the API server refuses (a label value holds no "/"): its refusal quotes the
+	// value, the status must not.
+	setData(map[string]string{"values.yaml": "message: changed\nname: Not/A-Label-s3cr3t\n", "password": "hunter2-secret"})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Reason).To(Equal(convergev1.ApplyFailedReason), ready(st).Message)
+		g.Expect(ready(st).Message).To(ContainSubstring("[redacted]"))
+	})
+	s := get(g, st)
+	for _, c := range s.Status.Conditions {
+		g.Expect(c.Message).NotTo(ContainSubstring("hunter2-secret"))
+		g.Expect(c.Message).NotTo(ContainSubstring("s3cr3t"))
+	}
+	for _, h := range s.Status.History {
+		g.Expect(h.Message).NotTo(ContainSubstring("hunter2-secret"))
+	}
+}
