@@ -342,8 +342,9 @@ func typedScalar(s string) any {
 // are followed (the render has bounded what they expand to); merge keys are not.
 func plainReferences(n *yaml.Node) map[string]bool {
 	var out map[string]bool
-	var visit func(n *yaml.Node, key string)
-	visit = func(n *yaml.Node, key string) {
+	var path []segment // formatted only for a reference
+	var visit func(n *yaml.Node)
+	visit = func(n *yaml.Node) {
 		for n != nil && n.Kind == yaml.AliasNode {
 			n = n.Alias
 		}
@@ -353,21 +354,45 @@ func plainReferences(n *yaml.Node) map[string]bool {
 			if out == nil {
 				out = map[string]bool{}
 			}
-			out[key] = true
+			out[keyOf(path)] = true
 		case n.Kind == yaml.SequenceNode:
 			for i, ch := range n.Content {
-				visit(ch, fmt.Sprintf("%s[%d]", key, i))
+				path = append(path, segment{index: i})
+				visit(ch)
+				path = path[:len(path)-1]
 			}
 		case n.Kind == yaml.MappingNode:
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				if k := n.Content[i]; k.Kind == yaml.ScalarNode && k.ShortTag() != "!!merge" {
-					visit(n.Content[i+1], key+strconv.Quote(k.Value))
+					path = append(path, segment{key: k.Value, isKey: true})
+					visit(n.Content[i+1])
+					path = path[:len(path)-1]
 				}
 			}
 		}
 	}
-	visit(n, "")
+	visit(n)
 	return out
+}
+
+// segment is one step of a field's path: a map key or a list index.
+type segment struct {
+	key   string
+	index int
+	isKey bool
+}
+
+// keyOf is the key of a path, as field builds it.
+func keyOf(path []segment) string {
+	var b strings.Builder
+	for _, s := range path {
+		if s.isKey {
+			b.WriteString(strconv.Quote(s.key))
+			continue
+		}
+		fmt.Fprintf(&b, "[%d]", s.index)
+	}
+	return b.String()
 }
 
 // oneReference reports whether s is exactly one reference, ${name} or ${name<op>default}.
