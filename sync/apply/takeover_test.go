@@ -286,3 +286,22 @@ func managers(o *unstructured.Unstructured) []string {
 	}
 	return out
 }
+
+// TestOtherToolLabelsArgoTracking: the app.kubernetes.io/instance label is Argo CD's only
+// when Argo CD manages the object and tracks it by label (no tracking-id annotation).
+func TestOtherToolLabelsArgoTracking(t *testing.T) {
+	g := NewWithT(t)
+	git := parse(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c, labels: {app: web}}}`)
+	live := parse(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c, labels: {app: web, app.kubernetes.io/instance: shop}}}`)
+	g.Expect(otherToolLabels(git, live)).NotTo(ContainElement(instanceLabel), "no Argo CD manager")
+
+	live.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "argocd-controller", Operation: metav1.ManagedFieldsOperationApply}})
+	g.Expect(otherToolLabels(git, live)).To(ContainElement(instanceLabel), "tracked by label")
+
+	live.SetAnnotations(map[string]string{argoTrackingIDKey: "shop:/ConfigMap:default/c"})
+	g.Expect(otherToolLabels(git, live)).NotTo(ContainElement(instanceLabel), "tracked by annotation")
+
+	live.SetAnnotations(nil)
+	git.SetLabels(map[string]string{"app": "web", instanceLabel: "shop"})
+	g.Expect(otherToolLabels(git, live)).NotTo(ContainElement(instanceLabel), "Git sets it")
+}
