@@ -43,6 +43,10 @@ type Result struct {
 type Applier struct {
 	// Concurrency of the dry-runs and writes of one stage (default 16).
 	Concurrency int
+	// CleanUpOtherTools: when an object is taken over from another tool (see TakesOver),
+	// the labels and annotations that tool leaves on it (Flux's, Helm's, Argo CD's) are
+	// removed too, unless Git sets them.
+	CleanUpOtherTools bool
 }
 
 // Apply applies objects through c (an impersonating client when the SyncTarget names a
@@ -101,7 +105,7 @@ func (a Applier) applyStage(ctx context.Context, c client.Client, objects []*uns
 		concurrency = defaultConcurrency
 	}
 	live = listOwned(ctx, c, objects, live)
-	decisions, err := Plan(ctx, c, objects, live, PlanOptions{Concurrency: concurrency})
+	decisions, err := Plan(ctx, c, objects, live, PlanOptions{Concurrency: concurrency, CleanUpOtherTools: a.CleanUpOtherTools})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -121,15 +125,9 @@ func (a Applier) applyStage(ctx context.Context, c client.Client, objects []*uns
 			continue
 		}
 		g.Go(func() error {
-			if d.Recreate {
-				if err := recreate(gctx, c, d.Live); err != nil {
-					return fmt.Errorf("%s immutable field detected: %w", utils.FmtUnstructured(d.Object), err)
-				}
-			}
-			applied := d.Object.DeepCopy()
-			//nolint:staticcheck // client.Apply as a patch type: like fluxcd/pkg/ssa, for unstructured objects
-			if err := c.Patch(gctx, applied, client.Apply, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
-				return fmt.Errorf("%s apply failed: %w", utils.FmtUnstructured(applied), err)
+			applied, err := a.write(gctx, c, d)
+			if err != nil {
+				return err
 			}
 			mu.Lock()
 			written[i] = true
@@ -153,6 +151,27 @@ func (a Applier) applyStage(ctx context.Context, c client.Client, objects []*uns
 		return done, got, err
 	}
 	return entries, observed, nil
+}
+
+// write applies the object of decision d: recreated or taken over first when d says so.
+// It returns the object as the API server returned it.
+func (a Applier) write(ctx context.Context, c client.Client, d Decision) (*unstructured.Unstructured, error) {
+	switch {
+	case d.Recreate:
+		if err := recreate(ctx, c, d.Live); err != nil {
+			return nil, fmt.Errorf("%s immutable field detected: %w", utils.FmtUnstructured(d.Object), err)
+		}
+	case d.Takeover:
+		if err := takeOver(ctx, c, d.Object, a.CleanUpOtherTools); err != nil {
+			return nil, fmt.Errorf("%s: %w", utils.FmtUnstructured(d.Object), err)
+		}
+	}
+	applied := d.Object.DeepCopy()
+	//nolint:staticcheck // client.Apply as a patch type: like fluxcd/pkg/ssa, for unstructured objects
+	if err := c.Patch(ctx, applied, client.Apply, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
+		return nil, fmt.Errorf("%s apply failed: %w", utils.FmtUnstructured(applied), err)
+	}
+	return applied, nil
 }
 
 // recreate deletes live (a change to an immutable field was forced) and waits until it is gone.

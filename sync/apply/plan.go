@@ -33,7 +33,8 @@ type Decision struct {
 	// Object is the object planned (the desired state, CA bundle of a CRD removed).
 	Object *unstructured.Unstructured
 	// Action is ssa.CreatedAction, ssa.ConfiguredAction, ssa.UnchangedAction or
-	// ssa.SkippedAction (converge.dev/reconcile: disabled on the object or the live one).
+	// ssa.SkippedAction (the Policy of the object or the live one skips it, or says
+	// IfNotPresent and the object exists).
 	Action ssa.Action
 	// Recreate is set with ssa.ConfiguredAction when the change touches an immutable field
 	// and the object or the live one carries converge.dev/force: enabled: the live object
@@ -47,6 +48,10 @@ type Decision struct {
 	Live *unstructured.Unstructured
 	// Note says why the object was not dry-run (PendingKindNote, PendingNamespaceNote).
 	Note string
+	// Takeover is set with ssa.ConfiguredAction when the live object has fields of other
+	// tools' field managers (see TakesOver): the apply makes converge their only owner
+	// first, so that it removes those Git does not set. DryRun does not show that removal.
+	Takeover bool
 }
 
 // Writes reports whether applying the decision writes to the cluster.
@@ -62,6 +67,9 @@ type PlanOptions struct {
 	// stage are planned before the earlier stages are applied (converge diff). Nil for an
 	// apply, which applies a stage before it plans the next.
 	Pending *Pending
+	// CleanUpOtherTools: a takeover also removes the labels and annotations other tools
+	// leave on their objects (see Applier.CleanUpOtherTools).
+	CleanUpOtherTools bool
 }
 
 // Pending lists the kinds defined by the CRDs and the namespaces created by the
@@ -132,7 +140,7 @@ func Plan(ctx context.Context, c client.Client, objects []*unstructured.Unstruct
 	g.SetLimit(concurrency)
 	for i, o := range objects {
 		g.Go(func() error {
-			d, err := planOne(gctx, c, o, live.Get(o), opts.Pending)
+			d, err := planOne(gctx, c, o, live.Get(o), opts)
 			if err != nil {
 				// The API server quotes invalid values: keep Secrets' out of status and events.
 				return RedactSecretValues(err, []*unstructured.Unstructured{o})
@@ -149,25 +157,37 @@ func Plan(ctx context.Context, c client.Client, objects []*unstructured.Unstruct
 
 // planOne dry-runs o and decides. existing is the live object when it is known already
 // (nil otherwise: it is then read only when the dry-run shows it exists, or fails).
-func planOne(ctx context.Context, c client.Client, o, existing *unstructured.Unstructured, pending *Pending) (Decision, error) {
+func planOne(ctx context.Context, c client.Client, o, existing *unstructured.Unstructured, opts PlanOptions) (Decision, error) {
 	utils.RemoveCABundleFromCRD(o)
-	p := &planning{ctx: ctx, c: c, d: Decision{Object: o, Live: existing}}
-	if Excluded(o) || Excluded(existing) {
+	p := &planning{ctx: ctx, c: c, d: Decision{Object: o, Live: existing}, cleanUp: opts.CleanUpOtherTools}
+	policy := Policy(o).Or(Policy(existing))
+	if policy.Skip {
 		p.d.Action = ssa.SkippedAction
 		return p.d, nil
 	}
+	if policy.IfNotPresent {
+		live, err := p.live()
+		if err != nil {
+			return Decision{}, fmt.Errorf("%s: reading the live object: %w", utils.FmtUnstructured(o), err)
+		}
+		if live != nil {
+			p.d.Action = ssa.SkippedAction // created when missing, never updated
+			return p.d, nil
+		}
+	}
 	dryRun := o.DeepCopy()
 	if err := dryRunApply(ctx, c, dryRun); err != nil {
-		return p.dryRunFailed(err, dryRun, pending)
+		return p.dryRunFailed(err, dryRun, opts.Pending)
 	}
 	return p.dryRunDone(dryRun)
 }
 
 // planning is the decision on one object under way.
 type planning struct {
-	ctx context.Context
-	c   client.Client
-	d   Decision
+	ctx     context.Context
+	c       client.Client
+	d       Decision
+	cleanUp bool // PlanOptions.CleanUpOtherTools
 }
 
 // live returns the live object: the one known already, else the one read now, kept in
@@ -198,7 +218,7 @@ func (p *planning) dryRunFailed(err error, dryRun *unstructured.Unstructured, pe
 		return p.d, nil
 	}
 	live, getErr := p.live()
-	if getErr == nil && live != nil && Excluded(live) {
+	if getErr == nil && live != nil && (Policy(live).Skip || Policy(live).IfNotPresent) {
 		p.d.Action = ssa.SkippedAction
 		return p.d, nil
 	}
@@ -210,7 +230,8 @@ func (p *planning) dryRunFailed(err error, dryRun *unstructured.Unstructured, pe
 }
 
 // dryRunDone decides from the dry-run result: created when the object does not exist,
-// else by comparing it with the live object.
+// skipped when the live one's policy says so, configured when it is taken over from
+// another tool, else by comparing it with the live object.
 func (p *planning) dryRunDone(dryRun *unstructured.Unstructured) (Decision, error) {
 	p.d.DryRun = dryRun
 	if dryRun.GetResourceVersion() == "" {
@@ -224,8 +245,10 @@ func (p *planning) dryRunDone(dryRun *unstructured.Unstructured) (Decision, erro
 	switch {
 	case live == nil:
 		p.d.Action = ssa.CreatedAction // deleted since the dry-run
-	case Excluded(live):
+	case Policy(live).Skip || Policy(live).IfNotPresent:
 		p.d.Action, p.d.DryRun = ssa.SkippedAction, nil
+	case TakesOver(p.d.Object, live, p.cleanUp):
+		p.d.Action, p.d.Takeover = ssa.ConfiguredAction, true
 	case Drifted(live, dryRun):
 		p.d.Action = ssa.ConfiguredAction
 	default:

@@ -57,7 +57,8 @@ type Candidate struct {
 
 // Prunable reads the live object of each stale entry and keeps those the SyncTarget
 // named by owner may delete: only objects whose live labels name it (converge.dev/name
-// and converge.dev/namespace) and that do not carry converge.dev/prune: disabled. It goes
+// and converge.dev/namespace) and whose Policy does not keep them (converge.dev/prune:
+// disabled, or Flux's prune: disabled or ssa: Ignore). It goes
 // on past a failure and reports all of them.
 func Prunable(ctx context.Context, c client.Client, owner client.ObjectKey, stale []convergev1.InventoryEntry) (Prunables, error) {
 	var res Prunables
@@ -81,7 +82,7 @@ func Prunable(ctx context.Context, c client.Client, owner client.ObjectKey, stal
 			res.Skipped = append(res.Skipped, Describe(live)+" (not owned)")
 			continue
 		}
-		if live.GetAnnotations()[convergev1.PruneAnnotation] == convergev1.DisabledValue {
+		if Policy(live).KeepOnPrune {
 			res.Skipped = append(res.Skipped, Describe(live)+" (prune disabled)")
 			continue
 		}

@@ -3,8 +3,6 @@ package apply
 import (
 	"github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
 
 // FieldManager is the server-side apply field manager of everything converge applies.
@@ -32,11 +30,6 @@ var stageNames = [numStages]string{
 	RestStage:       "objects",
 }
 
-var (
-	forceSelector     = map[string]string{ForceAnnotation: "enabled"}
-	exclusionSelector = map[string]string{convergev1.ReconcileAnnotation: convergev1.DisabledValue}
-)
-
 // Stage is the stage o is applied in: DefinitionStage for CRDs, Namespaces and
 // ClusterRoles, ClassStage for kinds named *Class, RestStage for the rest. An apply
 // finishes a stage (and waits for its objects to be ready) before it starts the next.
@@ -62,14 +55,16 @@ func Stages(objects []*unstructured.Unstructured) [][]*unstructured.Unstructured
 	return stages
 }
 
-// Excluded reports whether o carries converge.dev/reconcile: disabled: converge leaves
-// such an object alone, whether the annotation is in Git or on the live object.
+// Excluded reports whether o's Policy skips it (converge.dev/reconcile: disabled or
+// Flux's equivalents): converge leaves such an object alone, whether the annotation is
+// in Git or on the live object.
 func Excluded(o *unstructured.Unstructured) bool {
-	return o != nil && utils.AnyInMetadata(o, exclusionSelector)
+	return Policy(o).Skip
 }
 
-// Forced reports whether o carries converge.dev/force: enabled: a change to an immutable
-// field of it is applied by deleting and recreating it.
+// Forced reports whether o's Policy forces it (converge.dev/force: enabled or Flux's
+// equivalent): a change to an immutable field of it is applied by deleting and
+// recreating it.
 func Forced(o *unstructured.Unstructured) bool {
-	return o != nil && utils.AnyInMetadata(o, forceSelector)
+	return Policy(o).Force
 }

@@ -175,6 +175,7 @@ func guardYAML(data []byte, limits Limits) error {
 type decodedDoc struct {
 	index int // 1-based position among the file's documents
 	value any
+	node  *yaml.Node // the document's value
 }
 
 // decodeDocuments parses every YAML (or JSON) document of data into JSON-compatible
@@ -211,7 +212,7 @@ func decodeDocuments(file string, data []byte, limits Limits, maxDocs int) ([]de
 		if v == nil {
 			continue // a document holding only comments or "null"
 		}
-		out = append(out, decodedDoc{index: i, value: v})
+		out = append(out, decodedDoc{index: i, value: v, node: n.Content[0]})
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package render turns the path of a SyncTarget inside a Git checkout into the
 // objects to apply: a kustomization is built with kustomize (krusty), any other
 // directory has its YAML and JSON manifests read; then spec.postBuild variables are
-// substituted in string values (substitute.go), the target namespace and the owner
+// substituted in string values, a plain scalar typed as Flux types it (substitute.go),
+// the target namespace and the owner
 // labels set, the objects validated, sorted, and digested.
 //
 // Everything here treats the repository as hostile. All reads go through a file

@@ -114,7 +114,7 @@ func renderKustomize(ctx context.Context, cfs *confinedFS, rel, display string) 
 		}
 		items = append(items, item{
 			obj: &unstructured.Unstructured{Object: m}, file: display,
-			what: fmt.Sprintf("object %d of the kustomize output", i+1),
+			what: fmt.Sprintf("object %d of the kustomize output", i+1), node: res.YNode(),
 		})
 	}
 	return items, nil

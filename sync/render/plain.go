@@ -126,12 +126,12 @@ func (w *plainWalk) file(r resolved, display string) error {
 				}
 				w.items = append(w.items, item{
 					obj: &unstructured.Unstructured{Object: im}, file: display, doc: d.index,
-					what: fmt.Sprintf("item %d of the %s", i+1, kind),
+					what: fmt.Sprintf("item %d of the %s", i+1, kind), node: listItemNode(d.node, i),
 				})
 			}
 			continue
 		}
-		w.items = append(w.items, item{obj: &unstructured.Unstructured{Object: m}, file: display, doc: d.index})
+		w.items = append(w.items, item{obj: &unstructured.Unstructured{Object: m}, file: display, doc: d.index, node: d.node})
 	}
 	if len(w.items) > limits.MaxDocuments {
 		return fileErr(display, classErr(ErrLimitExceeded, "more than %d objects", limits.MaxDocuments))

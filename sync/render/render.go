@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -162,6 +163,9 @@ type item struct {
 	file string // slash path relative to the root
 	doc  int    // 1-based document index, 0 for kustomize output
 	what string // extra locator ("item 3 of the List", "object 7 of the kustomize output")
+	// node is the YAML the object was decoded from, when known: substitution reads in it
+	// which scalars were plain (see Substitution).
+	node *yaml.Node
 }
 
 func (it item) err(err error) error {

@@ -3,7 +3,12 @@ package render
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	syaml "sigs.k8s.io/yaml"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
@@ -25,10 +30,21 @@ import (
 //
 // Unlike Flux, which substitutes the serialized YAML of an object and parses it again,
 // only string values of the parsed object are substituted, in place: a value can never
-// add keys, items or documents, turn a string into a number, or change an object's
-// apiVersion or kind (never substituted). Map keys are not substituted either. The
-// owner labels and the target namespace are set after substitution and win over it.
-// A value is inserted as is: references in values are not expanded again.
+// add keys, items or documents, or change an object's apiVersion or kind (never
+// substituted). Map keys are not substituted either. The owner labels and the target
+// namespace are set after substitution and win over it. A value is inserted as is:
+// references in values are not expanded again.
+//
+// A value is typed as Flux types it, though: Flux parses the substituted text with
+// sigs.k8s.io/yaml (YAML 1.1 scalars), so `replicas: ${n}` with n=3 is the number 3. The
+// same holds here for a plain (unquoted, untagged) scalar that is exactly one reference,
+// ${n} or ${n:=5}: when its value is one line that sigs.k8s.io/yaml reads as a number, a
+// boolean or null (3, 0x1F, 1e3, 08, yes, on, ~, the empty string), it becomes that;
+// anything else (a: b, [1, 2], text) stays the string it is. A quoted "${n}", a block
+// scalar, a reference inside longer text (app:${tag}) and a scalar that is merged in
+// through a YAML merge key (<<) stay strings. What was quoted is learnt from the YAML
+// nodes the objects were decoded from (for kustomize, its output's nodes, which keep
+// the style of its inputs).
 type Substitution struct {
 	// Vars are the variables by name.
 	Vars map[string]string
@@ -50,11 +66,12 @@ func substitute(items []item, s Substitution, limits Limits, display string) err
 			continue
 		}
 		x.newMissing = false
+		x.plain = plainReferences(it.node)
 		for k, v := range it.obj.Object {
 			if k == "apiVersion" || k == "kind" {
 				continue
 			}
-			out, err := x.walk(v, k)
+			out, err := x.walk(v, x.field(k))
 			if err != nil {
 				return it.err(fmt.Errorf("%s: %w", redact(idOf(it.obj).String(), s.Sensitive), err))
 			}
@@ -91,16 +108,55 @@ type expander struct {
 	budget int64
 	// depth is how deep in defaults the expansion is.
 	depth int
+	// plain holds the keys (see field) of the current object's plain scalars that are
+	// one reference: their values are typed.
+	plain map[string]bool
 }
 
-// walk substitutes the strings under v, at the field path (for errors).
-func (x *expander) walk(v any, path string) (any, error) {
+// field is where a value is: its path for messages, and its unambiguous key, computed
+// only when the object has plain references: the map keys on the way, each quoted
+// (strconv.Quote), and the list indexes in brackets, run together.
+type field struct{ path, key string }
+
+// field is the top-level field k.
+func (x *expander) field(k string) field {
+	f := field{path: k}
+	if len(x.plain) > 0 {
+		f.key = strconv.Quote(k)
+	}
+	return f
+}
+
+// child is the field k of the map at f.
+func (x *expander) child(f field, k string) field {
+	c := field{path: f.path + "." + k}
+	if len(x.plain) > 0 {
+		c.key = f.key + strconv.Quote(k)
+	}
+	return c
+}
+
+// item is the item i of the list at f.
+func (x *expander) item(f field, i int) field {
+	c := field{path: fmt.Sprintf("%s[%d]", f.path, i)}
+	if len(x.plain) > 0 {
+		c.key = fmt.Sprintf("%s[%d]", f.key, i)
+	}
+	return c
+}
+
+// walk substitutes the strings under v, at field f.
+func (x *expander) walk(v any, f field) (any, error) {
 	switch t := v.(type) {
 	case string:
-		return x.expandField(t, path)
+		out, err := x.expandField(t, f.path)
+		if err != nil || !x.plain[f.key] {
+			return out, err
+		}
+		return typedScalar(out), nil
 	case map[string]any:
 		for k, e := range t {
-			out, err := x.walk(e, path+"."+k)
+			out, err := x.walk(e, x.child(f, k))
 			if err != nil {
 				return nil, err
 			}
@@ -108,7 +164,7 @@ func (x *expander) walk(v any, path string) (any, error) {
 		}
 	case []any:
 		for i, e := range t {
-			out, err := x.walk(e, fmt.Sprintf("%s[%d]", path, i))
+			out, err := x.walk(e, x.item(f, i))
 			if err != nil {
 				return nil, err
 			}
@@ -252,4 +308,121 @@ func isNameByte(c byte, first bool) bool {
 		return !first
 	}
 	return false
+}
+
+// maxTyped bounds the values that are read as YAML scalars: numbers, booleans and null
+// are short; anything longer stays a string.
+const maxTyped = 64
+
+// typedScalar is the value of a plain scalar after substitution, s, as Flux has it: the
+// number, boolean or null sigs.k8s.io/yaml reads in s (YAML 1.1 scalars: 0x1F is 31, 010
+// is 8, 08 and 1e3 are numbers, yes and on are true, "" and ~ are null), else s itself.
+// A value that reads as a string, a map or a list stays the text it is.
+func typedScalar(s string) any {
+	if len(s) > maxTyped || strings.ContainsAny(s, "\n\r") {
+		return s
+	}
+	j, err := syaml.YAMLToJSON([]byte(s))
+	if err != nil {
+		return s
+	}
+	var v any
+	if err := utiljson.Unmarshal(j, &v); err != nil {
+		return s
+	}
+	switch v.(type) {
+	case nil, bool, int64, float64:
+		return v
+	}
+	return s
+}
+
+// plainReferences returns the keys (see field) of the plain scalars under n that are
+// exactly one reference (${n}, ${n:=5}): untagged, unquoted, not a block scalar. Aliases
+// are followed (the render has bounded what they expand to); merge keys are not.
+func plainReferences(n *yaml.Node) map[string]bool {
+	var out map[string]bool
+	var path []segment // formatted only for a reference
+	var visit func(n *yaml.Node)
+	visit = func(n *yaml.Node) {
+		for n != nil && n.Kind == yaml.AliasNode {
+			n = n.Alias
+		}
+		switch {
+		case n == nil:
+		case n.Kind == yaml.ScalarNode && n.Style == 0 && n.Tag == "!!str" && oneReference(n.Value):
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[keyOf(path)] = true
+		case n.Kind == yaml.SequenceNode:
+			for i, ch := range n.Content {
+				path = append(path, segment{index: i})
+				visit(ch)
+				path = path[:len(path)-1]
+			}
+		case n.Kind == yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if k := n.Content[i]; k.Kind == yaml.ScalarNode && k.ShortTag() != "!!merge" {
+					path = append(path, segment{key: k.Value, isKey: true})
+					visit(n.Content[i+1])
+					path = path[:len(path)-1]
+				}
+			}
+		}
+	}
+	visit(n)
+	return out
+}
+
+// segment is one step of a field's path: a map key or a list index.
+type segment struct {
+	key   string
+	index int
+	isKey bool
+}
+
+// keyOf is the key of a path, as field builds it.
+func keyOf(path []segment) string {
+	var b strings.Builder
+	for _, s := range path {
+		if s.isKey {
+			b.WriteString(strconv.Quote(s.key))
+			continue
+		}
+		fmt.Fprintf(&b, "[%d]", s.index)
+	}
+	return b.String()
+}
+
+// oneReference reports whether s is exactly one reference, ${name} or ${name<op>default}.
+func oneReference(s string) bool {
+	if !strings.HasPrefix(s, "${") {
+		return false
+	}
+	_, end, err := parseReference(s, 0)
+	return err == nil && end == len(s)
+}
+
+// listItemNode is the node of item i of the List document n, nil when not found.
+func listItemNode(n *yaml.Node, i int) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for k := 0; k+1 < len(n.Content); k += 2 {
+		if n.Content[k].Value != "items" {
+			continue
+		}
+		items := n.Content[k+1]
+		for items.Kind == yaml.AliasNode {
+			items = items.Alias
+		}
+		if items.Kind == yaml.SequenceNode && i < len(items.Content) {
+			return items.Content[i]
+		}
+	}
+	return nil
 }

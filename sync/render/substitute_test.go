@@ -131,7 +131,9 @@ data:
 	o := res.Objects[0]
 	g.Expect(o.GetLabels()).To(HaveKeyWithValue("converge.dev/name", "st"))
 	g.Expect(o.Object["data"]).To(HaveKeyWithValue("inject", evil), "the value is one string")
-	g.Expect(o.Object["data"]).To(HaveKeyWithValue("replicas", "3"), "a string, not a number")
+	// A plain scalar that is one reference is typed as Flux types it (see
+	// TestSubstituteTypesPlainScalars); the multi-line value stays text.
+	g.Expect(o.Object["data"]).To(HaveKeyWithValue("replicas", int64(3)))
 }
 
 // TestSubstituteNamespaceWithoutTargetNamespace: without a target namespace a
