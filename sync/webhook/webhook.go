@@ -167,7 +167,7 @@ func (w *Dispatcher) Trigger(key sources.Key) error {
 // NormalizedURL is the index function of RepoURLIndex.
 func NormalizedURL(o client.Object) []string {
 	st, ok := o.(*convergev1.SyncTarget)
-	if !ok {
+	if !ok || st.IsChart() {
 		return nil
 	}
 	u, err := sources.NormalizeURL(st.Spec.Source.URL)
