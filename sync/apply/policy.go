@@ -30,7 +30,8 @@ type ObjectPolicy struct {
 	// kustomize.toolkit.fluxcd.io/ssa: Ignore).
 	Skip bool
 	// KeepOnPrune: the object stays when it leaves Git (converge.dev/prune: disabled,
-	// kustomize.toolkit.fluxcd.io/prune: disabled, kustomize.toolkit.fluxcd.io/ssa: Ignore).
+	// kustomize.toolkit.fluxcd.io/prune: disabled, kustomize.toolkit.fluxcd.io/ssa: Ignore,
+	// helm.sh/resource-policy: keep).
 	KeepOnPrune bool
 	// IfNotPresent: the object is created when missing, never updated
 	// (kustomize.toolkit.fluxcd.io/ssa: IfNotPresent).
@@ -54,6 +55,7 @@ var (
 		{convergev1.PruneAnnotation: convergev1.DisabledValue},
 		{FluxPruneAnnotation: convergev1.DisabledValue},
 		{FluxSSAAnnotation: FluxSSAIgnore},
+		{convergev1.HelmResourcePolicyAnnotation: convergev1.HelmKeepValue},
 	}
 	forceSelectors = []map[string]string{
 		{ForceAnnotation: "enabled"},

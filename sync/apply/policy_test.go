@@ -82,11 +82,13 @@ func TestApplyHonoursFluxAnnotations(t *testing.T) {
 	err := c.Get(ctx, client.ObjectKeyFromObject(ignored), &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}})
 	g.Expect(err).To(HaveOccurred(), "not created")
 
-	// Prune keeps what Flux's prune: disabled or ssa: Ignore keep, and deletes the rest.
+	// Prune keeps what Flux's prune: disabled or ssa: Ignore and Helm's resource-policy: keep
+	// keep, and deletes the rest.
 	owner := client.ObjectKey{Namespace: "team", Name: "app"}
 	var stale []convergev1.InventoryEntry
 	for name, a := range map[string]map[string]string{
 		"keep-prune": {FluxPruneAnnotation: "disabled"}, "keep-ignore": {FluxSSAAnnotation: "Ignore"}, "gone": nil,
+		"keep-helm": {convergev1.HelmResourcePolicyAnnotation: convergev1.HelmKeepValue},
 	} {
 		o := configMap(t, ns, name, blue, a)
 		g.Expect(c.Create(ctx, o.DeepCopy())).To(Succeed())
@@ -95,7 +97,8 @@ func TestApplyHonoursFluxAnnotations(t *testing.T) {
 	res, err := Prune(ctx, c, owner, stale)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.Deleted).To(ConsistOf(ContainSubstring("/gone")))
-	g.Expect(res.Skipped).To(ConsistOf(ContainSubstring("keep-prune (prune disabled)"), ContainSubstring("keep-ignore (prune disabled)")))
+	g.Expect(res.Skipped).To(ConsistOf(ContainSubstring("keep-prune (prune disabled)"), ContainSubstring("keep-ignore (prune disabled)"),
+		ContainSubstring("keep-helm (prune disabled)")))
 }
 
 // TestApplyFluxForceRecreatesOnlyThatObject: an immutable field's change is applied by
