@@ -116,6 +116,9 @@ var appRules = []rule[*convergev1.SyncTargetSpec]{
 	}},
 	{"revisionHistoryLimit", func(_ *conv, v any, s *convergev1.SyncTargetSpec) {
 		n, ok := v.(int64)
+		if f, isFloat := v.(float64); isFloat {
+			n, ok = int64(f), true
+		}
 		if ok && n >= 1 {
 			n = min(n, 100)
 			l := int32(n)
@@ -175,15 +178,32 @@ func (c *conv) destination(d map[string]any, s *convergev1.SyncTargetSpec) {
 	if (server == "" || server == inClusterServer) && (name == "" || name == "in-cluster") {
 		return
 	}
+	if strings.Contains(name+server, "{{") {
+		c.templatedDestination(name, s)
+		return
+	}
 	cluster := name
 	if cluster == "" {
 		cluster = serverName(server)
 	}
-	if strings.Contains(cluster, "{{") {
-		cluster = name + server
-	}
 	s.KubeConfig = &convergev1.KubeConfigReference{SecretRef: convergev1.KubeConfigSecretReference{Name: cluster}}
 	c.note("kubeConfig", "%sdestination (%s) is another cluster: create the Secret %s holding a kubeconfig of it under the key value (Argo CD's cluster Secret holds no kubeconfig)", c.in, c.kindName(), cluster)
+}
+
+// templatedDestination: an ApplicationSet's cluster name is the name of a kubeconfig
+// Secret (secretName, set by the set for a clusters generator); a server URL is not.
+func (c *conv) templatedDestination(name string, s *convergev1.SyncTargetSpec) {
+	if c.clusters {
+		s.KubeConfig = &convergev1.KubeConfigReference{SecretRef: convergev1.KubeConfigSecretReference{Name: "{{ .secretName }}"}}
+		c.note("kubeConfig", "the cluster of a clusters generator is its kubeconfig Secret, secretName")
+		return
+	}
+	if name != "" {
+		s.KubeConfig = &convergev1.KubeConfigReference{SecretRef: convergev1.KubeConfigSecretReference{Name: name}}
+		c.note("kubeConfig", "%sdestination.name (%s) must now be the name of a kubeconfig Secret", c.in, c.kindName())
+		return
+	}
+	c.lost("destination.server", "", "a server URL given by a parameter has no equivalent: converge reaches another cluster through a kubeconfig Secret; give each parameter set the Secret's name and set kubeConfig.secretRef.name to it (none for the local cluster)")
 }
 
 // serverName makes a Secret name of an API server URL: its host.

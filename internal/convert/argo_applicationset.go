@@ -3,7 +3,6 @@ package convert
 import (
 	"encoding/json"
 	"strconv"
-	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -219,11 +218,9 @@ func (c *conv) strategy(m map[string]any) *convergev1.RolloutStrategy {
 func (c *conv) template(m map[string]any, t *setTarget) {
 	var s convergev1.SyncTargetSpec
 	sc := c.at("", c.in+"spec.", c.out+"spec.")
+	sc.clusters = t.clusters
 	if !sc.appSpec(asMap(m["spec"]), &s) {
 		return
-	}
-	if s.KubeConfig != nil && strings.Contains(s.KubeConfig.SecretRef.Name, "{{") && t.clusters {
-		s.KubeConfig.SecretRef.Name = "{{ .secretName }}"
 	}
 	raw, err := json.Marshal(s)
 	if err != nil {

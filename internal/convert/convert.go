@@ -216,9 +216,10 @@ type sink struct {
 // conv converts one input object (or a part of it) into a part of one output object: in
 // is the prefix of the input's field paths, out the prefix of the output's.
 type conv struct {
-	s       *sink
-	from    string
-	in, out string
+	s        *sink
+	from     string
+	in, out  string
+	clusters bool // an ApplicationSet's clusters generator yields the parameters
 }
 
 func newConv(c *converter, u *unstructured.Unstructured) *conv {

@@ -121,6 +121,7 @@ func values(t *testing.T, st *convergev1.SyncTarget) map[string]any {
 func commentBefore(out, line, text string) bool {
 	lines := strings.Split(out, "\n")
 	for i, l := range lines {
+		l = strings.TrimPrefix(strings.TrimSpace(l), "- ")
 		if strings.TrimSpace(l) != line && !strings.HasPrefix(strings.TrimSpace(l), line) {
 			continue
 		}

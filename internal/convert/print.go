@@ -81,14 +81,19 @@ func joinComment(old, s string) string {
 // deepest present parent; nil when not even the first key is there.
 func locate(n *yaml.Node, path string) *yaml.Node {
 	var last *yaml.Node
-	cur := n
+	cur, item := n, false
 	for _, seg := range strings.Split(path, ".") {
 		name, idx := splitIndex(seg)
 		key, val := lookupKey(cur, name)
 		if key == nil {
 			return last
 		}
-		last, cur = key, val
+		last = key
+		if item && cur.Content[0] == key {
+			// The first key of a list item: the comment goes above the "- ".
+			last = cur
+		}
+		cur, item = val, len(idx) > 0
 		for _, i := range idx {
 			if cur.Kind != yaml.SequenceNode || i >= len(cur.Content) {
 				return last
