@@ -125,7 +125,10 @@ var appRules = []rule[*convergev1.SyncTargetSpec]{
 			s.HistoryLimit = &l
 		}
 	}},
-	{"project", func(c *conv, v any, s *convergev1.SyncTargetSpec) {
+	{"project", func(c *conv, v any, _ *convergev1.SyncTargetSpec) {
+		if asString(v) == "default" {
+			return
+		}
 		c.note("serviceAccountName", "%sproject %q (%s): converge has no projects; restrict what a SyncTarget may change with serviceAccountName and RBAC", c.in, asString(v), c.kindName())
 	}},
 }
