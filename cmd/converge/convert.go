@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/converge-gitops/converge/internal/convert"
@@ -94,6 +96,9 @@ func (o *convertOptions) read(ctx context.Context, in io.Reader, args []string) 
 		return nil, nil, usageError(errors.New("-n and -A go with --from-cluster"))
 	}
 	if len(args) == 0 {
+		if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			return nil, nil, usageError(errors.New("give FILE, DIR or - (standard input), or --from-cluster"))
+		}
 		args = []string{"-"}
 	}
 	input := &convert.Input{Stdin: in}

@@ -199,3 +199,78 @@ func TestConvertCommandFromCluster(t *testing.T) {
 		t.Errorf("-A: exit %d, want the SyncTargets of both namespaces:\n%s\n%s", code, out, errOut)
 	}
 }
+
+// TestConvertCommandUnsupportedFields: every field converge cannot carry over is listed
+// on stderr, commented in the output where it was, and makes the exit code 2.
+func TestConvertCommandUnsupportedFields(t *testing.T) {
+	for _, tc := range []struct {
+		name, input, stderr, comment string
+	}{
+		{
+			name: "HelmRelease postRenderers",
+			input: `
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: {name: charts, namespace: apps}
+spec: {url: "https://charts.example.com", interval: 1h}
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: web, namespace: apps}
+spec:
+  interval: 10m
+  chart: {spec: {chart: web, version: 1.2.3, sourceRef: {kind: HelmRepository, name: charts}}}
+  postRenderers: [{kustomize: {images: [{name: web, newTag: v2}]}}]
+`,
+			stderr:  "HelmRelease apps/web: spec.postRenderers: ",
+			comment: "# converge convert: spec.postRenderers (HelmRelease)",
+		},
+		{
+			name: "Application ignoreDifferences",
+			input: `
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: web, namespace: argocd}
+spec:
+  project: default
+  source: {repoURL: "https://github.com/acme/web.git", targetRevision: main, path: deploy}
+  destination: {server: "https://kubernetes.default.svc", namespace: web}
+  syncPolicy: {automated: {prune: true, selfHeal: true}}
+  ignoreDifferences: [{group: apps, kind: Deployment, jsonPointers: [/spec/replicas]}]
+`,
+			stderr:  "Application argocd/web: spec.ignoreDifferences: ",
+			comment: "# converge convert: spec.ignoreDifferences (Application)",
+		},
+		{
+			name: "Application kustomize options",
+			input: `
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: web, namespace: argocd}
+spec:
+  project: default
+  source: {repoURL: "https://github.com/acme/web.git", targetRevision: main, path: deploy, kustomize: {namePrefix: prod-}}
+  destination: {server: "https://kubernetes.default.svc", namespace: web}
+  syncPolicy: {automated: {prune: true, selfHeal: true}}
+`,
+			stderr:  "Application argocd/web: spec.source.kustomize.namePrefix: ",
+			comment: "# converge convert: spec.source.kustomize.namePrefix (Application)",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := convertRun(tc.input)
+			if code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if !strings.Contains(errOut, tc.stderr) {
+				t.Errorf("stderr does not list %q:\n%s", tc.stderr, errOut)
+			}
+			if !strings.Contains(out, tc.comment) {
+				t.Errorf("no comment %q:\n%s", tc.comment, out)
+			}
+			if sts := convertedSyncTargets(t, out); len(sts) != 1 {
+				t.Errorf("the SyncTarget is printed all the same: %v\n%s", sts, out)
+			}
+		})
+	}
+}
