@@ -197,6 +197,7 @@ func (c *converter) finish() {
 		kb := b.GetObjectKind().GroupVersionKind().Kind + "\x00" + b.GetNamespace() + "\x00" + b.GetName()
 		return ka < kb
 	})
+	c.collisions()
 	sort.SliceStable(c.problems, func(i, j int) bool {
 		a, b := c.problems[i], c.problems[j]
 		if a.From != b.From {
@@ -258,4 +259,18 @@ func (c *conv) kindName() string {
 // object finishes an output object.
 func (c *conv) object(o client.Object, from ...string) {
 	c.s.c.add(Object{From: from, Object: o, Notes: c.s.notes})
+}
+
+// collisions reports two input objects converted into objects of the same kind, namespace
+// and name (a Kustomization and a HelmRelease of one name): the objects are sorted already.
+func (c *converter) collisions() {
+	objs := c.res.Objects
+	for i := 1; i < len(objs); i++ {
+		a, b := objs[i-1].Object, objs[i].Object
+		if a.GetObjectKind().GroupVersionKind().Kind == b.GetObjectKind().GroupVersionKind().Kind &&
+			a.GetNamespace() == b.GetNamespace() && a.GetName() == b.GetName() {
+			c.problem(objs[i].From[0], "metadata.name", "converts to the same "+b.GetObjectKind().GroupVersionKind().Kind+
+				" as "+objs[i-1].From[0]+": rename one of them, and the dependsOn that name it", false)
+		}
+	}
 }
