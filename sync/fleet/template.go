@@ -93,12 +93,12 @@ func refused(name string) func(...any) (string, error) {
 // and, or, eq, ne, lt, le, gt and ge. The other built-ins (call, print, printf, println,
 // html, js, urlquery, slice) are refused.
 var funcs = template.FuncMap{
-	"lower":      strings.ToLower,
-	"upper":      strings.ToUpper,
-	"trimPrefix": func(prefix, s string) string { return strings.TrimPrefix(s, prefix) },
-	"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
-	"replace":    replace,
-	"trunc":      trunc,
+	"lower":      func(s any) string { return strings.ToLower(str(s)) },
+	"upper":      func(s any) string { return strings.ToUpper(str(s)) },
+	"trimPrefix": func(prefix string, s any) string { return strings.TrimPrefix(str(s), prefix) },
+	"trimSuffix": func(suffix string, s any) string { return strings.TrimSuffix(str(s), suffix) },
+	"replace":    func(old, replacement string, s any) (string, error) { return replace(old, replacement, str(s)) },
+	"trunc":      func(n int, s any) string { return trunc(n, str(s)) },
 	"default":    defaultValue,
 	"eq":         func(a any, bs ...any) bool { return equal(a, bs...) },
 	"ne":         func(a, b any) bool { return !equal(a, b) },
@@ -134,9 +134,12 @@ func trunc(n int, s string) string {
 	return s[:n]
 }
 
+// str is a parameter's value as a string (a node's own value).
+func str(v any) string { return fmt.Sprint(plain(v)) }
+
 // defaultValue is v, or def when v is empty.
 func defaultValue(def string, v any) string {
-	if s := fmt.Sprint(plain(v)); s != "" {
+	if s := str(v); s != "" {
 		return s
 	}
 	return def
