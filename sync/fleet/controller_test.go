@@ -150,7 +150,9 @@ func TestPreserveOnDeletionReleases(t *testing.T) {
 		map[string]string{"name": "b", "ring": "x", "path": "b"}))
 	eventually(t, func(g Gomega) { g.Expect(generated(g, ns, "keep")).To(HaveLen(2)) })
 
-	updateSet(t, ns, "keep", func(s *convergev1.SyncTargetSet) { s.Spec.Generators[0].List.Elements = s.Spec.Generators[0].List.Elements[:1] })
+	updateSet(t, ns, "keep", func(s *convergev1.SyncTargetSet) {
+		s.Spec.Generators[0].List.Elements = s.Spec.Generators[0].List.Elements[:1]
+	})
 	eventually(t, func(g Gomega) { g.Expect(generated(g, ns, "keep")).To(And(HaveLen(1), HaveKey("a"))) })
 	released := &convergev1.SyncTarget{}
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "b"}, released)).To(Succeed())

@@ -44,16 +44,16 @@ func TestTemplateRefusals(t *testing.T) {
 	g := NewWithT(t)
 	p := Params{"name": "prod", "path": "apps/web", "path.basename": "web"}
 	for tmpl, want := range map[string]string{
-		"{{ .missing }}":                          `map has no entry for key "missing"`,
-		"{{ .path.nothing }}":                     `no entry for key "nothing"`,
-		`{{ printf "%*d" 1000000 1 }}`:            `function "printf" is not allowed`,
-		`{{ print .name }}`:                       `function "print" is not allowed`,
-		`{{ call .name }}`:                        `function "call" is not allowed`,
-		`{{ env "HOME" }}`:                        `function "env" not defined`,
+		"{{ .missing }}":                           `map has no entry for key "missing"`,
+		"{{ .path.nothing }}":                      `no entry for key "nothing"`,
+		`{{ printf "%*d" 1000000 1 }}`:             `function "printf" is not allowed`,
+		`{{ print .name }}`:                        `function "print" is not allowed`,
+		`{{ call .name }}`:                         `function "call" is not allowed`,
+		`{{ env "HOME" }}`:                         `function "env" not defined`,
 		`{{ range $k, $v := . }}{{ $k }}{{ end }}`: "range is not allowed",
-		`{{ define "x" }}a{{ end }}{{ .name }}`:   "define and block are not allowed",
-		`{{ template "x" }}`:                      "template is not allowed",
-		`{{ .name `:                               "unclosed action",
+		`{{ define "x" }}a{{ end }}{{ .name }}`:    "define and block are not allowed",
+		`{{ template "x" }}`:                       "template is not allowed",
+		`{{ .name `:                                "unclosed action",
 	} {
 		_, err := renderString(t, p, tmpl)
 		g.Expect(err).To(MatchError(ContainSubstring(want)), tmpl)
