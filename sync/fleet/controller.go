@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -139,9 +138,7 @@ func (r *Reconciler) sync(ctx context.Context, set *convergev1.SyncTargetSet) (c
 		return ctrl.Result{}, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)
 	}
 	AssignSteps(targets, set.Spec.Strategy)
-	if err := r.validate(ctx, set, targets); errors.Is(err, errCacheStale) {
-		return ctrl.Result{RequeueAfter: time.Second}, nil
-	} else if err != nil {
+	if err := r.validate(ctx, set, targets); err != nil {
 		return ctrl.Result{}, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)
 	}
 	plan := PlanRollout(targets, set.Spec.Strategy)

@@ -42,7 +42,8 @@
 // SyncTargets are applied server-side (field owner FieldOwner) with the set as controller
 // owner and the converge.dev/set label; the TemplateHashAnnotation says which rendering a
 // SyncTarget has. One no longer generated is deleted, or released (owner reference and
-// label removed) with preserveOnDeletion; deleting the set lets the garbage collector
+// label removed) with preserveOnDeletion; a SyncTarget of a generated name the set does not
+// own (one it released included) is never taken over: the set is TemplateInvalid; deleting the set lets the garbage collector
 // delete its SyncTargets, or, with preserveOnDeletion, Finalizer releases them first.
 //
 // With a strategy, a change reaches the SyncTargets step by step: step k+1 is written once
