@@ -11,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -253,6 +254,23 @@ func TestInvalidRenderingWritesNothing(t *testing.T) {
 	g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "taken"}, mine)).To(Succeed())
 	g.Expect(mine.Spec.Source.URL).To(Equal("https://git.example.com/mine.git"))
 	g.Expect(mine.OwnerReferences).To(BeEmpty())
+
+	// A template cannot name another namespace: the API server refuses the field, or, when
+	// not asked to be strict, drops it; the SyncTarget lands in the set's namespace.
+	other := &unstructured.Unstructured{}
+	other.SetUnstructuredContent(map[string]any{"apiVersion": convergev1.GroupVersion.String(), "kind": convergev1.SyncTargetSetKind,
+		"metadata": map[string]any{"name": "elsewhere", "namespace": ns},
+		"spec": map[string]any{
+			"generators": []any{map[string]any{"list": map[string]any{"elements": []any{map[string]any{"n": "x"}}}}},
+			"template": map[string]any{"metadata": map[string]any{"name": "{{ .n }}", "namespace": "kube-system"},
+				"spec": map[string]any{"source": map[string]any{"url": "https://git.example.com/x.git", "ref": map[string]any{"branch": "main"}}}},
+		}})
+	g.Expect(k8s.Create(ctx, other.DeepCopy(), client.FieldValidation("Strict"))).To(MatchError(ContainSubstring(`unknown field "spec.template.metadata.namespace"`)))
+	g.Expect(k8s.Create(ctx, other)).To(Succeed())
+	eventually(t, func(g Gomega) { g.Expect(generated(g, ns, "elsewhere")).To(HaveKey("x")) })
+	list := &convergev1.SyncTargetList{}
+	g.Expect(k8s.List(ctx, list, client.InNamespace("kube-system"))).To(Succeed())
+	g.Expect(list.Items).To(BeEmpty())
 
 	// Fixed: written.
 	updateSet(t, ns, "cel", func(s *convergev1.SyncTargetSet) { s.Spec.Generators[0].List.Elements[1]["path"] = "fine" })
