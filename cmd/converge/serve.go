@@ -26,6 +26,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/notify"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/fleet"
 	"github.com/converge-gitops/converge/sync/reconciler"
 	"github.com/converge-gitops/converge/sync/render"
 	"github.com/converge-gitops/converge/sync/webhook"
@@ -86,6 +87,13 @@ type sourceOptions struct {
 	webhookRateLimit float64
 	webhookRateBurst int
 	webhookTokenTTL  time.Duration
+}
+
+// setCache configures the checkouts the SyncTargetSets' gitDirectories generator lists.
+func (o *sourceOptions) setCache() sources.CacheOptions {
+	return sources.CacheOptions{
+		Dir: fleet.CacheDir(o.cacheDir), MaxBytes: o.maxBytes, MaxFiles: o.maxFiles, FetchTimeout: o.fetchTimeout,
+	}
 }
 
 func (o *sourceOptions) BindFlags(fs *pflag.FlagSet) {
@@ -195,6 +203,9 @@ func (o *serveOptions) run(ctx context.Context) error {
 	if _, err := notify.SetupWithManager(mgr, notify.Options{}); err != nil {
 		return fmt.Errorf("setting up the notifier controller: %w", err)
 	}
+	if _, err := fleet.SetupWithManager(mgr, fleet.Options{Cache: o.source.setCache()}); err != nil {
+		return fmt.Errorf("setting up the SyncTargetSet controller: %w", err)
+	}
 	return mgr.Start(ctx)
 }
 
@@ -213,8 +224,10 @@ func (o *managerOptions) newManager(cfg *rest.Config) (ctrl.Manager, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--watch-label-selector: %w", err)
 		}
+		// A shard reports on its own SyncTargets only, and generates those of its own sets
+		// (whose template should carry the shard's label).
 		cacheOpts.ByObject = map[client.Object]cache.ByObject{&convergev1.SyncTarget{}: {Label: sel},
-			&convergev1.Notifier{}: {Label: sel}} // a shard reports on its own SyncTargets only
+			&convergev1.Notifier{}: {Label: sel}, &convergev1.SyncTargetSet{}: {Label: sel}}
 	}
 	// Secrets (git credentials, webhook tokens) are read one by one when needed: caching
 	// them would watch every Secret of the cluster, which a locked-down daemon may not.

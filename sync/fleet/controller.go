@@ -1,0 +1,208 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sources"
+)
+
+// FieldOwner is the field manager of the set's writes to the SyncTargets it generates.
+const FieldOwner = "converge-set"
+
+// Finalizer holds a set with preserveOnDeletion until it has released its SyncTargets.
+const Finalizer = "converge.dev/set-release"
+
+// retryAfter is when a set whose generators failed is tried again.
+const retryAfter = 30 * time.Second
+
+// Reconciler reconciles SyncTargetSets.
+type Reconciler struct {
+	// Client reads sets and SyncTargets from the cache and writes them.
+	Client client.Client
+	// APIReader lists cluster Secrets (metadata only) and reads Git credentials, uncached.
+	APIReader client.Reader
+	// Dirs lists the directories of Git sources.
+	Dirs Directories
+
+	mu sync.Mutex
+	// validated remembers, per set, the rendering each SyncTarget passed the API server's
+	// dry-run with, so that a pending SyncTarget is not dry-run at every reconcile.
+	validated map[types.NamespacedName]map[string]string
+}
+
+// Options configure the controller.
+type Options struct {
+	// Cache configures the checkouts of the gitDirectories generator; Dir is required.
+	Cache sources.CacheOptions
+}
+
+// SetupWithManager creates the controller and registers it with mgr: it watches sets
+// (spec changes) and the SyncTargets they own (so that a SyncTarget becoming Ready
+// advances a rollout).
+func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
+	cache, err := sources.NewCache(o.Cache)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Dirs:      &GitLister{Reader: mgr.GetAPIReader(), Cache: cache},
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("synctargetset").
+		For(&convergev1.SyncTargetSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&convergev1.SyncTarget{}).
+		Complete(r)
+	return r, err
+}
+
+// CacheDir is where the daemon keeps the checkouts of the gitDirectories generator: a
+// directory of the SyncTargets' cache whose name no checkout of it can have.
+func CacheDir(checkouts string) string { return filepath.Join(checkouts, "sets") }
+
+// Reconcile generates, validates and writes the SyncTargets of one set.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	set := &convergev1.SyncTargetSet{}
+	if err := r.Client.Get(ctx, req.NamespacedName, set); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !set.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, set)
+	}
+	if err := r.syncFinalizer(ctx, set); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.sync(ctx, set)
+}
+
+// syncFinalizer holds the set with preserveOnDeletion, and lets it go without.
+func (r *Reconciler) syncFinalizer(ctx context.Context, set *convergev1.SyncTargetSet) error {
+	has := controllerutil.ContainsFinalizer(set, Finalizer)
+	if has == set.Spec.PreserveOnDeletion {
+		return nil
+	}
+	if set.Spec.PreserveOnDeletion {
+		controllerutil.AddFinalizer(set, Finalizer)
+	} else {
+		controllerutil.RemoveFinalizer(set, Finalizer)
+	}
+	return r.Client.Update(ctx, set)
+}
+
+// finalize releases the SyncTargets of a set with preserveOnDeletion, then lets the set
+// go; without it the garbage collector deletes them through their owner reference.
+func (r *Reconciler) finalize(ctx context.Context, set *convergev1.SyncTargetSet) error {
+	r.forget(client.ObjectKeyFromObject(set))
+	if !controllerutil.ContainsFinalizer(set, Finalizer) {
+		return nil
+	}
+	owned, err := r.owned(ctx, set)
+	if err != nil {
+		return err
+	}
+	for _, st := range owned {
+		if err := r.release(ctx, set, st); err != nil {
+			return err
+		}
+	}
+	controllerutil.RemoveFinalizer(set, Finalizer)
+	return r.Client.Update(ctx, set)
+}
+
+// sync is one pass: generate, render, validate every rendering, then write the rollout's
+// share and delete (or release) what is no longer generated.
+func (r *Reconciler) sync(ctx context.Context, set *convergev1.SyncTargetSet) (ctrl.Result, error) {
+	gen, err := Generate(ctx, Env{Namespace: set.Namespace, Secrets: r.APIReader, Dirs: r.Dirs}, set.Spec.Generators)
+	if err != nil {
+		return ctrl.Result{RequeueAfter: retryAfter}, r.fail(ctx, set, convergev1.GenerationFailedReason, err)
+	}
+	targets, stale, err := r.targets(ctx, set, gen.Params)
+	if err != nil {
+		return ctrl.Result{}, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)
+	}
+	AssignSteps(targets, set.Spec.Strategy)
+	if err := r.validate(ctx, set, targets); err != nil {
+		return ctrl.Result{}, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)
+	}
+	plan := PlanRollout(targets, set.Spec.Strategy)
+	if err := r.write(ctx, set, plan.Apply); err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, st := range stale {
+		if err := r.remove(ctx, set, st); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: gen.Recheck}, r.report(ctx, set, targets, plan)
+}
+
+// targets renders every parameter set and pairs each rendering with the SyncTarget of
+// that name the set owns; stale are the owned ones no longer generated.
+func (r *Reconciler) targets(ctx context.Context, set *convergev1.SyncTargetSet, params []Params) ([]*Target, []*convergev1.SyncTarget, error) {
+	rendered, err := Render(set, params)
+	if err != nil {
+		return nil, nil, err
+	}
+	owned, err := r.owned(ctx, set)
+	if err != nil {
+		return nil, nil, err
+	}
+	byName := make(map[string]*Target, len(rendered))
+	targets := make([]*Target, 0, len(rendered))
+	for _, rd := range rendered {
+		if prev, dup := byName[rd.Name]; dup {
+			return nil, nil, fmt.Errorf("parameters %s and %s both generate the SyncTarget %q", prev.Params, rd.Params, rd.Name)
+		}
+		t := &Target{Rendered: rd, Live: owned[rd.Name]}
+		byName[rd.Name] = t
+		targets = append(targets, t)
+	}
+	var stale []*convergev1.SyncTarget
+	for name, st := range owned {
+		if byName[name] == nil {
+			stale = append(stale, st)
+		}
+	}
+	return targets, stale, nil
+}
+
+// owned lists the SyncTargets of the set's namespace with its label whose controller is
+// this set, by name.
+func (r *Reconciler) owned(ctx context.Context, set *convergev1.SyncTargetSet) (map[string]*convergev1.SyncTarget, error) {
+	list := &convergev1.SyncTargetList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(set.Namespace),
+		client.MatchingLabels{convergev1.SetLabel: set.Name}); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*convergev1.SyncTarget, len(list.Items))
+	for i := range list.Items {
+		st := &list.Items[i]
+		if ref := metav1ControllerOf(st); ref != nil && ref.UID == set.UID {
+			out[st.Name] = st
+		}
+	}
+	return out, nil
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.validated, key)
+}
