@@ -15,6 +15,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/hooks"
 	"github.com/converge-gitops/converge/sync/target"
 )
 
@@ -153,6 +154,7 @@ func Compute(ctx context.Context, c client.Client, objects []*unstructured.Unstr
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
 	}
+	objects, _ = hooks.Split(objects) // a chart's hooks are run apart, never kept: no part of the set
 	desired := make([]*unstructured.Unstructured, len(objects))
 	for i, o := range objects {
 		desired[i] = o.DeepCopy() // planning removes a CRD's CA bundle
