@@ -15,6 +15,12 @@ import (
 // maxSequence bounds the elements of until, untilStep and seq.
 const maxSequence = 1 << 20
 
+// producedFactor bounds the bytes returned by template functions during one render, as a
+// multiple of Options.MaxOutputBytes: nested includes may re-indent the same text several
+// times, so a chart's functions can return more than it outputs (podinfo's and ingress-nginx's
+// return less than their output).
+const producedFactor = 16
+
 // helmOwned are the template functions Helm's engine defines or removes itself: the guard
 // leaves them as Helm has them (env, expandenv and getHostByName stay disabled).
 var helmOwned = map[string]bool{
@@ -36,6 +42,7 @@ type guard struct {
 	ctx      context.Context
 	opts     Options
 	lookups  atomic.Int64
+	produced atomic.Int64
 	exceeded atomic.Pointer[string]
 }
 
@@ -80,11 +87,24 @@ func (g *guard) wrap(name string, fn any) any {
 		} else {
 			out = v.Call(args)
 		}
-		if len(out) > 0 && out[0].Kind() == reflect.String && int64(out[0].Len()) > g.opts.MaxOutputBytes {
-			g.stop(fmt.Sprintf("%s: result larger than %d bytes", name, g.opts.MaxOutputBytes))
+		if len(out) > 0 && out[0].Kind() == reflect.String {
+			g.count(name, int64(out[0].Len()))
 		}
 		return out
 	}).Interface()
+}
+
+// count adds a function's string result to what the render has produced: one result larger
+// than MaxOutputBytes, or all results together larger than producedFactor times it, stop the
+// render (what functions return is a bound on what a loop of them can write).
+func (g *guard) count(name string, n int64) {
+	limit := g.opts.MaxOutputBytes
+	if n > limit {
+		g.stop(fmt.Sprintf("%s: result larger than %d bytes", name, limit))
+	}
+	if g.produced.Add(n) > producedFactor*limit {
+		g.stop(fmt.Sprintf("template functions returned more than %d bytes in all (%d times the output bound)", producedFactor*limit, producedFactor))
+	}
 }
 
 func (g *guard) lookup(apiVersion, kind, namespace, name string) (map[string]any, error) {
@@ -106,8 +126,31 @@ func (g *guard) lookup(apiVersion, kind, namespace, name string) (map[string]any
 	return obj, nil
 }
 
+// maxErrorLen bounds the length of a render error: Helm's engine nests the message of every
+// include level (a recursion gives hundreds of kilobytes), the middle is elided.
+const maxErrorLen = 4096
+
+type shortError struct {
+	msg string
+	err error
+}
+
+func (e *shortError) Error() string { return e.msg }
+func (e *shortError) Unwrap() error { return e.err }
+
+func shorten(err error) error {
+	s := err.Error()
+	if len(s) <= maxErrorLen {
+		return err
+	}
+	half := maxErrorLen / 2
+	msg := s[:half] + fmt.Sprintf(" … (%d bytes elided) … ", len(s)-2*half) + s[len(s)-half:]
+	return &shortError{msg: strings.ToValidUTF8(msg, ""), err: err}
+}
+
 // explain turns the engine's error into one that says which bound stopped the render.
 func (g *guard) explain(err error) error {
+	err = shorten(err)
 	if reason := g.exceeded.Load(); reason != nil {
 		return fmt.Errorf("%w: %s: %w", ErrRenderBound, *reason, err)
 	}
@@ -146,8 +189,6 @@ func intArg(v reflect.Value) (int64, bool) {
 	switch v.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return v.Int(), true
-	case reflect.Slice:
-		return 0, false
 	default:
 		return 0, false
 	}

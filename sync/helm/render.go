@@ -75,6 +75,9 @@ func Render(ctx context.Context, c *Chart, opts Options) (*Release, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("render of chart %s: %w", c.Name(), err)
 	}
+	if err := chartutil.ValidateReleaseName(opts.ReleaseName); err != nil {
+		return nil, fmt.Errorf("release name %q: %w", opts.ReleaseName, err)
+	}
 	ch := cloneChart(c.chart)
 	caps, err := capabilities(ch, opts)
 	if err != nil {
