@@ -114,7 +114,7 @@ func unpack(data []byte, b *budget) ([]*archive.BufferedFile, error) {
 	if err != nil {
 		return nil, refused("not a gzipped archive: %v", err)
 	}
-	defer gz.Close()
+	defer func() { _ = gz.Close() }()
 	tr := tar.NewReader(&boundedReader{r: gz, left: MaxChartBytes})
 	var files []*archive.BufferedFile
 	for {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -95,7 +96,12 @@ func LoadChart(dir string) (*Chart, error) {
 	if _, err := os.Stat(filepath.Join(root, "Chart.yaml")); err != nil {
 		return nil, fmt.Errorf("no chart in %s: %w", dir, err)
 	}
-	r := &dirReader{root: root, budget: &budget{}}
+	fsroot, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, fmt.Errorf("chart directory: %w", err)
+	}
+	defer func() { _ = fsroot.Close() }()
+	r := &dirReader{root: root, fsroot: fsroot, budget: &budget{}}
 	if err := r.readAll(); err != nil {
 		return nil, err
 	}
@@ -109,9 +115,11 @@ func LoadChart(dir string) (*Chart, error) {
 	return &Chart{chart: ch, digest: digest(r.files)}, nil
 }
 
-// dirReader reads a chart directory into memory.
+// dirReader reads a chart directory into memory. Files are opened through fsroot, which
+// cannot leave the directory even if an entry is swapped for a symlink while it is read.
 type dirReader struct {
 	root   string
+	fsroot *os.Root
 	rules  *ignore.Rules
 	budget *budget
 	files  []*archive.BufferedFile
@@ -119,7 +127,14 @@ type dirReader struct {
 
 func (r *dirReader) readAll() error {
 	rules := ignore.Empty()
-	if b, err := os.ReadFile(filepath.Join(r.root, ignore.HelmIgnore)); err == nil {
+	if fi, err := r.fsroot.Lstat(ignore.HelmIgnore); err == nil {
+		if !fi.Mode().IsRegular() {
+			return refused("%s: not a regular file", ignore.HelmIgnore)
+		}
+		b, err := r.readFile(ignore.HelmIgnore, fi.Size())
+		if err != nil {
+			return err
+		}
 		if rules, err = ignore.Parse(bytes.NewReader(b)); err != nil {
 			return fmt.Errorf("%s: %w", ignore.HelmIgnore, err)
 		}
@@ -157,7 +172,7 @@ func (r *dirReader) visit(p string, d fs.DirEntry, err error) error {
 	if !fi.Mode().IsRegular() {
 		return refused("%s: not a regular file", name)
 	}
-	return r.read(p, name, fi)
+	return r.read(name, fi)
 }
 
 // stat returns the entry's own info, or for a symlink the info of the regular file it names
@@ -183,20 +198,40 @@ func (r *dirReader) stat(p, name string, d fs.DirEntry) (fs.FileInfo, error) {
 	return fi, nil
 }
 
-func (r *dirReader) read(p, name string, fi fs.FileInfo) error {
+func (r *dirReader) read(name string, fi fs.FileInfo) error {
 	if err := r.budget.take(name, fi.Size()); err != nil {
 		return err
 	}
-	b, err := os.ReadFile(p)
+	b, err := r.readFile(name, fi.Size())
 	if err != nil {
 		return err
-	}
-	if int64(len(b)) != fi.Size() {
-		return refused("%s: changed while read", name)
 	}
 	b = bytes.TrimPrefix(b, []byte{0xEF, 0xBB, 0xBF})
 	r.files = append(r.files, &archive.BufferedFile{Name: name, ModTime: fi.ModTime(), Data: b})
 	return nil
+}
+
+// readFile reads a regular file of the chart, of the size it was seen with.
+func (r *dirReader) readFile(name string, size int64) ([]byte, error) {
+	if size > MaxChartFileSize {
+		return nil, refused("%s: larger than %d bytes", name, MaxChartFileSize)
+	}
+	f, err := r.fsroot.Open(filepath.FromSlash(name))
+	if err != nil {
+		return nil, refused("%s: %v", name, err)
+	}
+	defer func() { _ = f.Close() }()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, refused("%s: not a regular file", name)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, size+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != size {
+		return nil, refused("%s: changed while read", name)
+	}
+	return b, nil
 }
 
 func digest(files []*archive.BufferedFile) string {

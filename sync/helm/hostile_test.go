@@ -42,7 +42,7 @@ func TestLoadChartRefusesSymlinksLeavingTheChart(t *testing.T) {
 	for name, setup := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := writeChart(t, map[string]string{
-				"Chart.yaml":          fmt.Sprintf(chartYAML, "evil"),
+				"Chart.yaml":           fmt.Sprintf(chartYAML, "evil"),
 				"templates/files.yaml": fmt.Sprintf(filesGetTemplate, "passwd"),
 			})
 			setup(t, dir)
@@ -278,5 +278,28 @@ func TestLookupErrorFailsTheRender(t *testing.T) {
 	_, err := render(t, mustLoad(t, dir), Options{Lookup: failing})
 	if err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Fatalf("Render: %v, want the lookup's error", err)
+	}
+}
+
+func TestHelmignoreIsHonouredAndConfined(t *testing.T) {
+	dir := writeChart(t, map[string]string{
+		"Chart.yaml":           fmt.Sprintf(chartYAML, "ignoring"),
+		".helmignore":          "secret.txt\n",
+		"secret.txt":           "not for templates",
+		"templates/files.yaml": fmt.Sprintf(filesGetTemplate, "secret.txt"),
+	})
+	rel, err := render(t, mustLoad(t, dir), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := unstructuredString(rel.Objects[0].Object, "data", "got"); got != "" {
+		t.Errorf(".Files.Get of an ignored file = %q", got)
+	}
+	if err := os.Remove(filepath.Join(dir, ".helmignore")); err != nil {
+		t.Fatal(err)
+	}
+	symlink(t, "/etc/passwd", filepath.Join(dir, ".helmignore"))
+	if _, err := LoadChart(dir); !errors.Is(err, ErrChartRefused) || strings.Contains(err.Error(), "root:") {
+		t.Errorf("LoadChart with .helmignore linked to /etc/passwd: %v", err)
 	}
 }

@@ -79,10 +79,10 @@ metadata:
 
 func subchartFiles(name string) map[string]string {
 	return map[string]string{
-		"Chart.yaml":         fmt.Sprintf(chartYAML, name),
-		"values.yaml":        "greeting: hello from " + name + "\n",
-		"crds/crd.yaml":      fmt.Sprintf(crd, name+"s"),
-		"templates/cm.yaml":  configMap(name+"-{{ .Release.Name }}", "  greeting: {{ .Values.greeting | quote }}\n"),
+		"Chart.yaml":          fmt.Sprintf(chartYAML, name),
+		"values.yaml":         "greeting: hello from " + name + "\n",
+		"crds/crd.yaml":       fmt.Sprintf(crd, name+"s"),
+		"templates/cm.yaml":   configMap(name+"-{{ .Release.Name }}", "  greeting: {{ .Values.greeting | quote }}\n"),
 		"templates/NOTES.txt": "notes of " + name,
 	}
 }
