@@ -27,7 +27,8 @@
 // Known limit: a template loop whose body calls no function at all (a range over a large
 // integer or nested ranges over values, emitting only text) cannot be interrupted inside
 // Helm's engine; Render returns at the deadline with ErrRenderBound, but that goroutine runs
-// until the loop ends.
+// until the loop ends. While MaxOverdueRenders such goroutines run, Render refuses to start
+// another, so retries of a hostile chart cannot pile them up.
 //
 // A Chart is immutable once loaded and may be rendered concurrently.
 package helm

@@ -303,3 +303,42 @@ func TestHelmignoreIsHonouredAndConfined(t *testing.T) {
 		t.Errorf("LoadChart with .helmignore linked to /etc/passwd: %v", err)
 	}
 }
+
+// TestOverdueRendersAreBounded: a loop calling no function runs on after Render returned at
+// its deadline; while MaxOverdueRenders such goroutines run, Render refuses to start another.
+// The loop here is finite (an empty body, no memory) so that the test ends.
+func TestOverdueRendersAreBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("burns CPU for seconds")
+	}
+	dir := writeChart(t, map[string]string{
+		"Chart.yaml":          fmt.Sprintf(chartYAML, "overdue"),
+		"templates/spin.yaml": `{{ range 20000 }}{{ range 1000 }}{{ end }}{{ end }}`,
+		"templates/ok.yaml":   configMap("ok", "  a: b\n"),
+	})
+	c := mustLoad(t, dir)
+	for range MaxOverdueRenders {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err := Render(ctx, c, Options{ReleaseName: "r"})
+		cancel()
+		if !errors.Is(err, ErrRenderBound) || !strings.Contains(err.Error(), "deadline") {
+			t.Fatalf("Render: %v, want the deadline", err)
+		}
+	}
+	_, err := render(t, c, Options{})
+	if !errors.Is(err, ErrRenderBound) || !strings.Contains(err.Error(), "still running past their deadline") {
+		t.Fatalf("Render with %d overdue: %v", overdueRenders(), err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for overdueRenders() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("overdue renders never ended")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ok := mustLoad(t, writeChart(t, map[string]string{
+		"Chart.yaml": fmt.Sprintf(chartYAML, "fine"), "templates/ok.yaml": configMap("ok", "  a: b\n")}))
+	if _, err := render(t, ok, Options{}); err != nil {
+		t.Errorf("Render once the overdue ones ended: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/common/util"
@@ -120,6 +121,17 @@ func capabilities(ch *chartv2.Chart, opts Options) (*common.Capabilities, error)
 	return caps, nil
 }
 
+// MaxOverdueRenders bounds the template goroutines still running after their Render returned
+// at its deadline (a loop whose body calls no function cannot be interrupted in Helm's
+// engine). While that many run, Render refuses to start another, so a hostile chart retried
+// on every reconcile cannot pile them up.
+const MaxOverdueRenders = 2
+
+var overdue atomic.Int64
+
+// overdueRenders is the number of template goroutines still running past their deadline.
+func overdueRenders() int64 { return overdue.Load() }
+
 type engineResult struct {
 	files map[string]string
 	err   error
@@ -128,6 +140,9 @@ type engineResult struct {
 // execute runs Helm's engine in a goroutine, so that a template that does not end cannot hold
 // the caller past ctx; the guard's functions stop the goroutine at its next function call.
 func execute(ctx context.Context, ch *chartv2.Chart, vals common.Values, opts Options) (map[string]string, error) {
+	if n := overdueRenders(); n >= MaxOverdueRenders {
+		return nil, fmt.Errorf("%w: %d renders are still running past their deadline (a template loop calling no function cannot be interrupted); not starting another", ErrRenderBound, n)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g := newGuard(ctx, opts)
@@ -144,6 +159,11 @@ func execute(ctx context.Context, ch *chartv2.Chart, vals common.Values, opts Op
 		}
 		return r.files, g.checkTotal(r.files)
 	case <-ctx.Done():
+		overdue.Add(1)
+		go func() {
+			<-done
+			overdue.Add(-1)
+		}()
 		return nil, fmt.Errorf("%w: template execution did not end before the render deadline: %w", ErrRenderBound, ctx.Err())
 	}
 }
