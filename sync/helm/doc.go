@@ -9,7 +9,8 @@
 //     archives); one named by Chart.yaml or Chart.lock but missing is an error naming it.
 //     Template functions that could reach out are disabled as in helm template
 //     (getHostByName answers ""), env and expandenv do not exist, and lookup goes only
-//     through the caller's Options.Lookup (none: an empty map).
+//     through the caller's Options.Lookup (none: an empty map). values.schema.json is checked
+//     as Helm does, but its $refs load nothing (Helm's validator reads file: and http: refs).
 //   - Confined files. LoadChart reads the directory itself (never Helm's directory loader,
 //     which follows symlinks): a symlink is followed only to a regular file inside the chart;
 //     a symlink leaving the chart or naming a directory, and irregular files, are refused.

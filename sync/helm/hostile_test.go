@@ -342,3 +342,39 @@ func TestOverdueRendersAreBounded(t *testing.T) {
 		t.Errorf("Render once the overdue ones ended: %v", err)
 	}
 }
+
+func TestValuesSchemaIsCheckedWithoutFilesOrNetwork(t *testing.T) {
+	schema := `{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+  "properties": {"replicas": {"type": "integer", "minimum": 1}%s}}`
+	cases := []struct {
+		name, extra string
+		values      map[string]any
+		want        string
+	}{
+		{name: "valid", values: map[string]any{"replicas": 2}},
+		{name: "violation", values: map[string]any{"replicas": 0}, want: "minimum"},
+		{name: "ref to a local file", extra: `, "x": {"$ref": "file:///etc/passwd"}`, want: "not loaded"},
+		{name: "ref over the network", extra: `, "x": {"$ref": "http://127.0.0.1:1/schema.json"}`, want: "not loaded"},
+		{name: "urn ref, permissive as Helm", extra: `, "x": {"$ref": "urn:example:schema"}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeChart(t, map[string]string{
+				"Chart.yaml":         fmt.Sprintf(chartYAML, "schema"),
+				"values.yaml":        "replicas: 1\n",
+				"values.schema.json": fmt.Sprintf(schema, tc.extra),
+				"templates/cm.yaml":  configMap("cm", "  replicas: {{ .Values.replicas | quote }}\n"),
+			})
+			_, err := render(t, mustLoad(t, dir), Options{Values: tc.values})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "root:") {
+				t.Fatalf("Render: %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}

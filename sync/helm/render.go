@@ -92,9 +92,14 @@ func Render(ctx context.Context, c *Chart, opts Options) (*Release, error) {
 		Name: opts.ReleaseName, Namespace: opts.Namespace, Revision: opts.Revision,
 		IsInstall: !opts.IsUpgrade, IsUpgrade: opts.IsUpgrade,
 	}
-	renderVals, err := util.ToRenderValuesWithSchemaValidation(ch, vals, release, caps, false)
+	renderVals, err := util.ToRenderValuesWithSchemaValidation(ch, vals, release, caps, true)
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: values: %w", ch.Name(), err)
+	}
+	if coalesced, ok := renderVals["Values"].(common.Values); ok {
+		if err := validateSchemas(ch, coalesced); err != nil {
+			return nil, fmt.Errorf("chart %s: values don't meet the specifications of the schema(s) in the following chart(s):\n%w", ch.Name(), err)
+		}
 	}
 	files, err := execute(ctx, ch, renderVals, opts)
 	if err != nil {
