@@ -116,6 +116,9 @@ func (s *Scheduler) Subscribe(sub Subscription) error {
 	if s.stopped {
 		return errors.New("the chart scheduler is stopped")
 	}
+	if s.pollers == nil {
+		s.pollers, s.subs = map[string]*poller{}, map[string]*subscriber{}
+	}
 	if old, ok := s.subs[sub.ID]; ok && old.key == ns.key {
 		p := s.pollers[ns.key]
 		p.subs[ns.id] = ns
