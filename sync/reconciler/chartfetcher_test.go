@@ -106,7 +106,7 @@ func (r *chartRepo) publish(t *testing.T, version string, key *openpgp.Entity) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(w, "%s\n...\nfiles:\n  demo-%s.tgz: sha256:%s\n", chartYAML, version, hex.EncodeToString(sum[:]))
+	_, _ = fmt.Fprintf(w, "%s\n...\nfiles:\n  demo-%s.tgz: sha256:%s\n", chartYAML, version, hex.EncodeToString(sum[:]))
 	_ = w.Close()
 	r.provs[version] = prov.Bytes()
 }
