@@ -112,6 +112,14 @@ func TestHTTPChartURLs(t *testing.T) {
 		g.Expect(os.ReadFile(filepath.Join(dir, "Chart.yaml"))).To(ContainSubstring("version: " + v))
 	}
 	g.Expect(other.requests.Load()).To(Equal(int64(1)), "the absolute URL was followed")
+
+	// The digest computed for the version the index gives none stands while the index
+	// does: resolving it again costs the index's revalidation alone.
+	before := repo.requests.Load()
+	r, err := c.Resolve(t.Context(), Source{Repository: repo.srv.URL, Name: "small", Version: "1.1.0"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Digest).To(Equal("sha256:" + sha(packageChart(t, "small", small("1.1.0")))))
+	g.Expect(repo.requests.Load()).To(Equal(before + 1))
 }
 
 // recordingServer serves archive at any path and records the Authorization headers.

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/Masterminds/semver/v3"
 	"sigs.k8s.io/yaml"
@@ -30,6 +31,9 @@ type indexFile struct {
 type cachedIndex struct {
 	etag, lastModified string
 	entries            map[string][]indexEntry
+	// sums are the sha256 of archives the index gives no digest for, by URL, computed
+	// while this index stood: a poll that finds the index unchanged downloads none again.
+	sums sync.Map
 }
 
 var hexPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -38,11 +42,11 @@ var hexPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // download) and picks the newest version src.Version allows.
 func (c *Client) resolveHTTP(ctx context.Context, src Source) (Resolved, error) {
 	op := "resolve chart " + src.Name + " of"
-	entries, err := c.index(ctx, src, true)
+	idx, err := c.index(ctx, src, true)
 	if err != nil {
 		return Resolved{}, wrap(ctx, op, src, err)
 	}
-	e, err := pick(entries[src.Name], src.Version)
+	e, err := pick(idx.entries[src.Name], src.Version)
 	if err != nil {
 		return Resolved{}, wrap(ctx, op, src, err)
 	}
@@ -54,10 +58,15 @@ func (c *Client) resolveHTTP(ctx context.Context, src Source) (Resolved, error) 
 		return r, nil
 	}
 	// The index gives no digest: the archive's own is the revision's.
+	if sum, ok := idx.sums.Load(r.URL); ok {
+		r.Digest = "sha256:" + sum.(string)
+		return r, nil
+	}
 	_, sum, err := c.downloadHTTP(ctx, src, r, "")
 	if err != nil {
 		return Resolved{}, wrap(ctx, op, src, err)
 	}
+	idx.sums.Store(r.URL, sum)
 	r.Digest = "sha256:" + sum
 	return r, nil
 }
@@ -147,13 +156,13 @@ func newest(n int, version func(int) string, constraint string) (int, error) {
 
 // index returns the repository's index entries. With revalidate, the index is read again
 // (conditionally: an unchanged index costs no download); without, a cached one serves.
-func (c *Client) index(ctx context.Context, src Source, revalidate bool) (map[string][]indexEntry, error) {
+func (c *Client) index(ctx context.Context, src Source, revalidate bool) (*cachedIndex, error) {
 	key := src.Repository + "\x00" + src.Credentials.digest()
 	c.mu.Lock()
 	cached := c.indexes[key]
 	c.mu.Unlock()
 	if cached != nil && !revalidate {
-		return cached.entries, nil
+		return cached, nil
 	}
 	u, err := chartURL(src.Repository, "index.yaml")
 	if err != nil {
@@ -173,7 +182,7 @@ func (c *Client) index(ctx context.Context, src Source, revalidate bool) (map[st
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode == http.StatusNotModified && cached != nil {
-		return cached.entries, nil
+		return cached, nil
 	}
 	fresh, err := c.readIndex(resp)
 	if err != nil {
@@ -185,7 +194,7 @@ func (c *Client) index(ctx context.Context, src Source, revalidate bool) (map[st
 	}
 	c.indexes[key] = fresh
 	c.mu.Unlock()
-	return fresh.entries, nil
+	return fresh, nil
 }
 
 func setIf(h http.Header, name, value string) {
@@ -301,11 +310,11 @@ func (c *Client) archiveURL(ctx context.Context, src Source, r Resolved) (string
 		return r.URL, nil
 	}
 	for _, revalidate := range []bool{false, true} {
-		entries, err := c.index(ctx, src, revalidate)
+		idx, err := c.index(ctx, src, revalidate)
 		if err != nil {
 			return "", err
 		}
-		for _, e := range entries[src.Name] {
+		for _, e := range idx.entries[src.Name] {
 			if e.Version == r.Version {
 				res, err := entryResolved(src, e)
 				return res.URL, err
