@@ -36,6 +36,8 @@ type ChartFetcher struct {
 	refreshed map[string]time.Time // SyncTarget → the request a poll was triggered for
 }
 
+var _ Fetcher = (*ChartFetcher)(nil)
+
 // Start runs until ctx ends, then stops the pollers (a manager.Runnable). Pollers start
 // with the first subscription whether Start runs or not.
 func (f *ChartFetcher) Start(ctx context.Context) error {
