@@ -1,0 +1,254 @@
+package charts
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Client resolves, downloads, extracts and verifies charts. It is safe for concurrent use.
+type Client struct {
+	// CacheDir holds the extracted charts, in CacheDir/sha256-<hex>/<chart name>/: a
+	// directory is complete once it exists (written elsewhere, then renamed) and is never
+	// changed afterwards.
+	CacheDir string
+	// HTTPClient, when set, is the client requests go through (its Transport, when an
+	// *http.Transport, is cloned to add a custom CA; its redirect policy is replaced).
+	// Default: one with sane timeouts.
+	HTTPClient *http.Client
+	// Limits bound what is read from a repository.
+	Limits Limits
+
+	mu         sync.Mutex
+	transports map[string]http.RoundTripper // by CA bundle
+	indexes    map[string]*cachedIndex      // by repository and credentials
+	verified   map[string]Signer            // by archive digest, chart and keyring
+}
+
+// Default timeouts of the client made when HTTPClient is nil.
+const (
+	dialTimeout     = 30 * time.Second
+	tlsTimeout      = 10 * time.Second
+	responseTimeout = 60 * time.Second
+	requestTimeout  = 5 * time.Minute
+	maxRedirects    = 10
+)
+
+func (c *Client) limits() Limits { return c.Limits.withDefaults() }
+
+// Resolve returns the newest version of the chart that src.Version allows (an OCI chart
+// pinned by digest: that one).
+func (c *Client) Resolve(ctx context.Context, src Source) (Resolved, error) {
+	if err := checkSource(src); err != nil {
+		return Resolved{}, wrap(ctx, "resolve chart "+src.Name+" of", src, err)
+	}
+	if src.IsOCI() {
+		return c.resolveOCI(ctx, src)
+	}
+	return c.resolveHTTP(ctx, src)
+}
+
+// Fetch returns the directory holding the chart of r (the one with Chart.yaml), from the
+// cache when it is there (no network), otherwise downloaded — bounded, its digest checked
+// — and extracted safely. The directory is read-only.
+func (c *Client) Fetch(ctx context.Context, src Source, r Resolved) (string, error) {
+	if err := checkSource(src); err != nil {
+		return "", wrap(ctx, "fetch chart "+src.Name+" from", src, err)
+	}
+	if !digestPattern.MatchString(r.Digest) {
+		return "", wrap(ctx, "fetch chart "+src.Name+" from", src, invalid("digest %q is not sha256:<64 hex digits>", r.Digest))
+	}
+	if dir, ok := c.cached(src, r); ok {
+		return dir, nil
+	}
+	if src.IsOCI() {
+		return c.fetchOCI(ctx, src, r)
+	}
+	return c.fetchHTTP(ctx, src, r)
+}
+
+// Verify checks the chart's provenance: its .prov is signed by a key of src.Keyring and
+// names the archive's sha256. A failure is a *sources.VerificationError (it matches
+// sources.ErrVerificationFailed) when the chart is not trusted, another error when the
+// provenance could not be read.
+func (c *Client) Verify(ctx context.Context, src Source, r Resolved) error {
+	_, err := c.VerifySigner(ctx, src, r)
+	return err
+}
+
+// VerifySigner is Verify, telling who signed the chart.
+func (c *Client) VerifySigner(ctx context.Context, src Source, r Resolved) (Signer, error) {
+	if err := checkSource(src); err != nil {
+		return Signer{}, wrap(ctx, "verify chart "+src.Name+" of", src, err)
+	}
+	if !digestPattern.MatchString(r.Digest) {
+		return Signer{}, wrap(ctx, "verify chart "+src.Name+" of", src, invalid("digest %q is not sha256:<64 hex digits>", r.Digest))
+	}
+	ring, err := readKeyring(src.Keyring)
+	if err != nil {
+		return Signer{}, wrap(ctx, "verify chart "+src.Name+" of", src, err)
+	}
+	key := r.Digest + "\x00" + src.Repository + "\x00" + src.Name + "\x00" + r.Version + "\x00" + ring.digest
+	c.mu.Lock()
+	s, ok := c.verified[key]
+	c.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	if src.IsOCI() {
+		s, err = c.verifyOCI(ctx, src, r, ring)
+	} else {
+		s, err = c.verifyHTTP(ctx, src, r, ring)
+	}
+	if err != nil {
+		return Signer{}, err
+	}
+	c.mu.Lock()
+	if c.verified == nil {
+		c.verified = map[string]Signer{}
+	}
+	c.verified[key] = s
+	c.mu.Unlock()
+	return s, nil
+}
+
+// checkSource refuses a source that cannot work as written.
+func checkSource(src Source) error {
+	u, err := url.Parse(src.Repository)
+	switch {
+	case err != nil:
+		return invalid("the repository is not a URL")
+	case u.User != nil:
+		return invalid("the repository URL holds credentials: put them in the secret")
+	case u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "oci":
+		return invalid("the repository must be an https://, http:// or oci:// URL")
+	case u.Host == "":
+		return invalid("the repository URL has no host")
+	case src.Name == "" || strings.Contains(src.Name, "..") || strings.HasPrefix(src.Name, "/"):
+		return invalid("bad chart name %q", src.Name)
+	case src.Digest != "" && !digestPattern.MatchString(src.Digest):
+		return invalid("digest %q is not sha256:<64 hex digits>", src.Digest)
+	case src.Digest != "" && !src.IsOCI():
+		return invalid("a digest pins an oci:// chart only")
+	}
+	return nil
+}
+
+// cacheDir is where the chart of digest is extracted.
+func (c *Client) cacheDir(digest string) string {
+	return filepath.Join(c.CacheDir, "sha256-"+hexDigest(digest))
+}
+
+// cached returns the chart's directory when the cache holds it.
+func (c *Client) cached(src Source, r Resolved) (string, bool) {
+	dir := filepath.Join(c.cacheDir(r.Digest), src.chartName())
+	if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
+		return "", false
+	}
+	return dir, true
+}
+
+// httpClient is the client for src: its CA, no credentials across origins on redirects.
+func (c *Client) httpClient(src Source) (*http.Client, error) {
+	rt, err := c.transport(src.Credentials.CA)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: requestTimeout}
+	if c.HTTPClient != nil {
+		hc.Timeout = c.HTTPClient.Timeout
+		hc.Jar = c.HTTPClient.Jar
+	}
+	hc.Transport = rt
+	hc.CheckRedirect = checkRedirect
+	return hc, nil
+}
+
+// checkRedirect follows at most maxRedirects redirects, and drops the credentials of a
+// redirect to another origin (scheme, host and port), or from https to http.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return errTooManyRedirects
+	}
+	if !sameOrigin(via[0].URL, req.URL) {
+		req.Header.Del("Authorization")
+	}
+	return nil
+}
+
+var errTooManyRedirects = &statusError{code: http.StatusLoopDetected, what: "too many redirects"}
+
+// sameOrigin reports whether a and b have the same scheme, host and port.
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Host, b.Host)
+}
+
+// transport is the round tripper for a CA bundle (nil: the system's), made once per bundle.
+func (c *Client) transport(ca []byte) (http.RoundTripper, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := string(ca)
+	if rt, ok := c.transports[key]; ok {
+		return rt, nil
+	}
+	base := c.baseTransport()
+	if len(ca) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(ca) {
+			return nil, invalid("ca.crt holds no PEM certificate")
+		}
+		t, ok := base.(*http.Transport)
+		if !ok {
+			return nil, invalid("a custom CA needs an *http.Transport")
+		}
+		t = t.Clone()
+		if t.TLSClientConfig == nil {
+			t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		t.TLSClientConfig.RootCAs = pool
+		base = t
+	}
+	if c.transports == nil {
+		c.transports = map[string]http.RoundTripper{}
+	}
+	c.transports[key] = base
+	return base, nil
+}
+
+func (c *Client) baseTransport() http.RoundTripper {
+	if c.HTTPClient != nil && c.HTTPClient.Transport != nil {
+		return c.HTTPClient.Transport
+	}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   tlsTimeout,
+		ResponseHeaderTimeout: responseTimeout,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   4,
+		ForceAttemptHTTP2:     true,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+	}
+}
+
+// isLoopback reports whether host (with or without port) is a loopback address or
+// localhost.
+func isLoopback(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,235 @@
+package charts
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/converge-gitops/converge/sources"
+)
+
+// ErrBadArchive: a chart archive is not a safe chart — an entry escapes its directory, is a
+// link or a device, the top directory is not the chart's name, or its digest is not the
+// one expected. Archives over a cap match sources.ErrLimitExceeded instead.
+var ErrBadArchive = errors.New("bad chart archive")
+
+func badArchive(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrBadArchive}, args...)...)
+}
+
+// install reads a chart archive from body — at most Limits.ArchiveBytes of it — checks
+// that its sha256 is wantHex (any when empty), extracts it and moves it into the cache as
+// the chart of digest (the archive's own when empty). It returns the chart's directory
+// and the archive's sha256. Nothing is left in the cache when it fails.
+func (c *Client) install(body io.Reader, wantHex, digest, chartName string) (string, string, error) {
+	lim := c.limits()
+	if err := os.MkdirAll(c.CacheDir, 0o755); err != nil {
+		return "", "", fmt.Errorf("chart cache: %w", err)
+	}
+	tmp, err := os.MkdirTemp(c.CacheDir, ".tmp-")
+	if err != nil {
+		return "", "", fmt.Errorf("chart cache: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+
+	archive := capped(body, lim.ArchiveBytes, "the chart archive")
+	h := sha256.New()
+	in := io.TeeReader(archive, h)
+	if err := extract(in, tmp, chartName, lim); err != nil {
+		if archive.over {
+			return "", "", limitErr("the chart archive", lim.ArchiveBytes)
+		}
+		return "", "", err
+	}
+	if _, err := io.Copy(io.Discard, in); err != nil && !archive.over {
+		return "", "", err
+	}
+	if archive.over {
+		return "", "", limitErr("the chart archive", lim.ArchiveBytes)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if wantHex != "" && got != wantHex {
+		return "", "", badArchive("the archive's digest is sha256:%s, not the expected sha256:%s", got, wantHex)
+	}
+	if digest == "" {
+		digest = "sha256:" + got
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", "", err
+	}
+	dst := c.cacheDir(digest)
+	if err := os.Rename(tmp, dst); err != nil && !errors.Is(err, fs.ErrExist) && !isNotEmpty(err) {
+		return "", "", fmt.Errorf("chart cache: %w", err)
+	}
+	dir := filepath.Join(dst, chartName)
+	if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
+		return "", "", fmt.Errorf("chart cache: %s holds another chart than %s", filepath.Base(dst), chartName)
+	}
+	return dir, got, nil
+}
+
+// isNotEmpty reports whether a rename failed because the destination, a directory put
+// there meanwhile by another fetch of the same chart, is not empty.
+func isNotEmpty(err error) bool {
+	var le *os.LinkError
+	return errors.As(err, &le) && strings.Contains(le.Err.Error(), "not empty")
+}
+
+// cappedReader reads at most left bytes of r and says when r held more: what it reads
+// is named by what, for the error.
+type cappedReader struct {
+	r    io.Reader
+	left int64
+	max  int64
+	what string
+	over bool
+}
+
+func capped(r io.Reader, max int64, what string) *cappedReader {
+	return &cappedReader{r: r, left: max, max: max, what: what}
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.over {
+		return 0, limitErr(c.what, c.max)
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		c.over = true
+		return n + int(c.left), limitErr(c.what, c.max)
+	}
+	return n, err
+}
+
+// extractor writes the entries of one chart archive under root.
+type extractor struct {
+	root, chart string
+	lim         Limits
+	files       int
+	total       int64
+}
+
+// extract reads the gzipped tar in and writes its regular files and directories under
+// root. It refuses absolute paths, "..", links, devices, entries outside the directory
+// named chart, and archives over lim — the bytes decompressed are counted as they are
+// read, so a decompression bomb stops at the cap.
+func extract(in io.Reader, root, chart string, lim Limits) error {
+	gz, err := gzip.NewReader(in)
+	if err != nil {
+		return badArchive("not a gzip archive: %v", err)
+	}
+	// tar headers and padding count too: what is decompressed is bounded, whatever the
+	// headers say.
+	raw := capped(gz, lim.ExtractedBytes+int64(lim.Files+2)*1024, "the extracted chart")
+	x := &extractor{root: root, chart: chart, lim: lim}
+	tr := tar.NewReader(raw)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if raw.over {
+				return limitErr("the extracted chart", lim.ExtractedBytes)
+			}
+			return badArchive("reading the tar archive: %v", err)
+		}
+		if err := x.entry(hdr, tr); err != nil {
+			if raw.over {
+				return limitErr("the extracted chart", lim.ExtractedBytes)
+			}
+			return err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, chart, "Chart.yaml")); err != nil {
+		return badArchive("no %s/Chart.yaml in the archive", chart)
+	}
+	return nil
+}
+
+// entry writes one entry of the archive.
+func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
+	name, err := x.path(hdr.Name)
+	if err != nil {
+		return err
+	}
+	x.files++
+	if x.files > x.lim.Files {
+		return fmt.Errorf("%w: the chart has more than %d files", sources.ErrLimitExceeded, x.lim.Files)
+	}
+	dst := filepath.Join(x.root, filepath.FromSlash(name))
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		return os.MkdirAll(dst, 0o755)
+	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives write TypeRegA
+		return x.file(dst, name, hdr.Size, r)
+	case tar.TypeSymlink, tar.TypeLink:
+		return badArchive("%s is a link: links are refused", name)
+	}
+	return badArchive("%s is not a regular file or a directory (type %q)", name, hdr.Typeflag)
+}
+
+// path checks an entry's name and returns it cleaned.
+func (x *extractor) path(raw string) (string, error) {
+	switch {
+	case raw == "" || strings.HasPrefix(raw, "/") || strings.Contains(raw, "\\") || filepath.VolumeName(raw) != "":
+		return "", badArchive("entry %q has an absolute or non-portable path", raw)
+	case strings.ContainsRune(raw, 0):
+		return "", badArchive("entry %q has a NUL in its name", raw)
+	}
+	for _, elem := range strings.Split(raw, "/") {
+		if elem == ".." {
+			return "", badArchive("entry %q leaves the chart's directory", raw)
+		}
+	}
+	name := path.Clean(raw)
+	if name != x.chart && !strings.HasPrefix(name, x.chart+"/") {
+		return "", badArchive("entry %q is not under the chart's directory %s/", raw, x.chart)
+	}
+	return name, nil
+}
+
+// file writes a regular file of size bytes, read-only.
+func (x *extractor) file(dst, name string, size int64, r io.Reader) error {
+	switch {
+	case size > x.lim.FileBytes:
+		return fmt.Errorf("%w: %s is larger than the cap of %d bytes for one file", sources.ErrLimitExceeded, name, x.lim.FileBytes)
+	case x.total+size > x.lim.ExtractedBytes:
+		return limitErr("the extracted chart", x.lim.ExtractedBytes)
+	}
+	x.total += size
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return badArchive("%s: %v", name, err)
+	}
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return badArchive("%s is in the archive twice", name)
+		}
+		return badArchive("%s: %v", name, err)
+	}
+	n, err := io.Copy(f, io.LimitReader(r, size))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != size {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return badArchive("%s: %v", name, err)
+	}
+	return nil
+}

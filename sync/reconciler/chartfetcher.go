@@ -1,0 +1,219 @@
+package reconciler
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sources/charts"
+	"github.com/converge-gitops/converge/sync/target"
+)
+
+// ChartFetcher is the Fetcher of SyncTargets that follow a chart (spec.chart). Every
+// SyncTarget subscribes to the poller of its chart (repository, name, version range and
+// credentials), shared by all SyncTargets following the same chart, at its interval or
+// schedule; it learns its revision, "<version>@sha256:<hex>", from the poller's last
+// result — a reconcile costs no request once the chart was polled — and a poll that finds
+// a new version (or a new error) wakes it through Wake. Credentials and trusted keys come
+// from Secrets of the SyncTarget's own namespace, never another.
+type ChartFetcher struct {
+	// Reader reads the credentials and trusted keys Secrets.
+	Reader client.Reader
+	// Client resolves, downloads and verifies the charts.
+	Client *charts.Client
+	// Wake receives a SyncTarget whose chart has a new version (or a new error).
+	Wake chan event.GenericEvent
+	// Now tells the time of polls (default time.Now).
+	Now func() time.Time
+
+	mu        sync.Mutex
+	sched     *charts.Scheduler
+	refreshed map[string]time.Time // SyncTarget → the request a poll was triggered for
+}
+
+var _ Fetcher = (*ChartFetcher)(nil)
+
+// Start runs until ctx ends, then stops the pollers (a manager.Runnable). Pollers start
+// with the first subscription whether Start runs or not.
+func (f *ChartFetcher) Start(ctx context.Context) error {
+	<-ctx.Done()
+	f.scheduler().Stop()
+	return nil
+}
+
+// Stop ends the pollers.
+func (f *ChartFetcher) Stop() { f.scheduler().Stop() }
+
+func (f *ChartFetcher) scheduler() *charts.Scheduler {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sched == nil {
+		f.sched = &charts.Scheduler{Client: f.Client, Now: f.Now}
+	}
+	return f.sched
+}
+
+// Source builds the charts.Source of a SyncTarget, with its credentials and keys.
+func (f *ChartFetcher) Source(ctx context.Context, st *convergev1.SyncTarget) (charts.Source, error) {
+	return target.For(st, f.Reader, nil).Chart(ctx)
+}
+
+// Wakeups implements Fetcher: Wake.
+func (f *ChartFetcher) Wakeups() <-chan event.GenericEvent {
+	if f.Wake == nil {
+		return nil
+	}
+	return f.Wake
+}
+
+// Resolve implements Fetcher: the version the chart's poller found last; the first
+// Resolve of a chart waits for its poller's first poll.
+func (f *ChartFetcher) Resolve(ctx context.Context, st *convergev1.SyncTarget) (string, error) {
+	src, err := f.Source(ctx, st)
+	if err != nil {
+		return "", err
+	}
+	ev, err := f.latest(ctx, st, src)
+	if err != nil {
+		return "", err
+	}
+	return ev.Resolved.String(), nil
+}
+
+// latest subscribes the SyncTarget and returns its chart's last poll, waiting for the
+// first one. A failed poll is its error.
+func (f *ChartFetcher) latest(ctx context.Context, st *convergev1.SyncTarget, src charts.Source) (charts.Event, error) {
+	s := f.scheduler()
+	key := client.ObjectKeyFromObject(st)
+	id := key.String()
+	err := s.Subscribe(charts.Subscription{ID: id, Source: src, Interval: st.GetInterval(),
+		Schedule: string(st.GetSchedule()), Notify: func(ev charts.Event) { f.notify(key, ev) }})
+	if err != nil {
+		return charts.Event{}, err
+	}
+	ev, err := s.Wait(ctx, id)
+	if err != nil {
+		return charts.Event{}, err
+	}
+	return ev, ev.Err
+}
+
+// notify wakes the SyncTarget after a poll that found news, or that a reconcile a user
+// asked for waits for.
+func (f *ChartFetcher) notify(key client.ObjectKey, ev charts.Event) {
+	f.mu.Lock()
+	since, asked := f.refreshed[key.String()]
+	if asked && !ev.Time.Before(since) {
+		delete(f.refreshed, key.String())
+	}
+	f.mu.Unlock()
+	// The first poll answers the Resolve that subscribed: no news for it.
+	if (ev.Changed && !ev.First) || (asked && !ev.Time.Before(since)) {
+		f.wake(key)
+	}
+}
+
+// ResolveFresh implements Fetcher: ready once a poll that started after since ended; until
+// then it asks for one poll now and returns what was polled before.
+func (f *ChartFetcher) ResolveFresh(ctx context.Context, st *convergev1.SyncTarget, since time.Time) (string, bool, error) {
+	src, err := f.Source(ctx, st)
+	if err != nil {
+		return "", true, err
+	}
+	ev, err := f.latest(ctx, st, src)
+	if err != nil && ev.Time.IsZero() {
+		return "", true, err // not subscribed, or no poll ended
+	}
+	if !ev.Time.Before(since) {
+		return ev.Resolved.String(), true, err
+	}
+	id := client.ObjectKeyFromObject(st).String()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refreshed == nil {
+		f.refreshed = map[string]time.Time{}
+	}
+	if t, ok := f.refreshed[id]; !ok || t.Before(since) {
+		f.refreshed[id] = since
+		if trigErr := f.sched.Trigger(id); trigErr != nil {
+			return ev.Resolved.String(), true, err
+		}
+	}
+	return ev.Resolved.String(), false, nil
+}
+
+func (f *ChartFetcher) wake(key client.ObjectKey) {
+	if f.Wake == nil {
+		return
+	}
+	st := &convergev1.SyncTarget{}
+	st.Namespace, st.Name = key.Namespace, key.Name
+	select {
+	case f.Wake <- event.GenericEvent{Object: st}:
+	default: // the queue is full; the periodic reconcile picks the version up
+	}
+}
+
+// Forget ends the SyncTarget's subscription (it was deleted).
+func (f *ChartFetcher) Forget(key client.ObjectKey) {
+	f.scheduler().Unsubscribe(key.String())
+	f.mu.Lock()
+	delete(f.refreshed, key.String())
+	f.mu.Unlock()
+}
+
+// Checkout implements Fetcher: the directory of the chart of revision (the one holding
+// Chart.yaml); a chart in the cache costs no request.
+func (f *ChartFetcher) Checkout(ctx context.Context, st *convergev1.SyncTarget, revision string) (string, error) {
+	src, r, err := f.revision(ctx, st, revision)
+	if err != nil {
+		return "", err
+	}
+	return f.Client.Fetch(ctx, src, r)
+}
+
+// revision reads the source of st and the chart revision names, with the URL its poller
+// found when it is the one polled.
+func (f *ChartFetcher) revision(ctx context.Context, st *convergev1.SyncTarget, revision string) (charts.Source, charts.Resolved, error) {
+	r, err := charts.ParseRevision(revision)
+	if err != nil {
+		return charts.Source{}, r, err
+	}
+	src, err := f.Source(ctx, st)
+	if err != nil {
+		return src, r, err
+	}
+	if ev, ok := f.scheduler().Latest(client.ObjectKeyFromObject(st).String()); ok && ev.Resolved.String() == revision {
+		r = ev.Resolved
+	}
+	return src, r, nil
+}
+
+// Verify implements Fetcher: with spec.chart.verify, the chart's provenance must be
+// signed by one of its keys and name the archive, or the revision is refused (a
+// *sources.VerificationError); without, there is nothing to verify.
+func (f *ChartFetcher) Verify(ctx context.Context, st *convergev1.SyncTarget, revision string) (sources.Verification, error) {
+	src, r, err := f.revision(ctx, st, revision)
+	if err != nil {
+		return sources.Verification{}, err
+	}
+	if src.Keyring == nil {
+		return sources.Verification{}, nil
+	}
+	s, err := f.Client.VerifySigner(ctx, src, r)
+	if err != nil {
+		return sources.Verification{}, err
+	}
+	return sources.Verification{Signers: []sources.Signer{{
+		Object: "chart " + src.Name + " " + r.Version, Key: s.Key, Identity: s.Identity}}}, nil
+}
+
+// CommitTime implements Fetcher: a chart has no commit time.
+func (f *ChartFetcher) CommitTime(*convergev1.SyncTarget, string) (time.Time, bool) {
+	return time.Time{}, false
+}
