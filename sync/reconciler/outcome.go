@@ -16,6 +16,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sources/charts"
 	"github.com/converge-gitops/converge/sync/render"
 )
 
@@ -92,6 +93,8 @@ func classify(p phase, err error) failure {
 			f.then = stall
 		case errors.Is(err, sources.ErrLimitExceeded):
 			f.then = failRevision // the commit is too large: it will not shrink
+		case errors.Is(err, charts.ErrBadArchive):
+			f.then = failRevision // a hostile or broken chart archive: this version will not mend
 		}
 	case phaseVerify:
 		f.reason, f.then = convergev1.VerificationFailedReason, classifyVerify(err)

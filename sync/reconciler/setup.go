@@ -2,6 +2,8 @@ package reconciler
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"time"
 
 	"k8s.io/client-go/metadata"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/converge-gitops/converge/health"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sources/charts"
 	"github.com/converge-gitops/converge/sync/apply"
 	"github.com/converge-gitops/converge/sync/drift"
 )
@@ -68,6 +71,10 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 	}
 	fetcher := &GitFetcher{Reader: mgr.GetAPIReader(), Cache: checkouts, Scheduler: scheduler,
 		Wake: make(chan event.GenericEvent, 1024)}
+	chartFetcher, err := newChartFetcher(mgr, o.Cache.Dir, fetcher.Wake)
+	if err != nil {
+		return nil, err
+	}
 	var drifts *drift.Watcher
 	if !o.DisableDriftWatch {
 		md, err := metadata.NewForConfig(cfg)
@@ -84,7 +91,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("converge"),
-		Fetcher:   SourceFetchers{Git: fetcher},
+		Fetcher:   SourceFetchers{Git: fetcher, Chart: chartFetcher},
 		Renderer: KustomizeRenderer{Mapper: mgr.GetRESTMapper(), Timeout: o.RenderTimeout, Secrets: mgr.GetAPIReader(),
 			Clients: clients, Charts: NewChartRenders(chartRendersKept)},
 		Health:                watchHealth,
@@ -110,3 +117,17 @@ const chartRendersKept = 1024
 // Scheduler runs the pollers of the sources of a reconciler made by NewReconciler: a push
 // webhook triggers them (sync/webhook).
 func (r *Reconciler) Scheduler() *sources.Scheduler { return r.scheduler }
+
+// newChartFetcher makes the fetcher of charts of chart repositories, its archives extracted
+// into "<dir>-charts", beside the Git checkouts (whose collector owns everything in dir; a
+// temporary directory when dir is empty), its pollers stopped with the manager.
+func newChartFetcher(mgr ctrl.Manager, dir string, wake chan event.GenericEvent) (*ChartFetcher, error) {
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "converge-charts-"); err != nil {
+			return nil, err
+		}
+	}
+	f := &ChartFetcher{Reader: mgr.GetAPIReader(), Client: &charts.Client{CacheDir: filepath.Clean(dir) + "-charts"}, Wake: wake}
+	return f, mgr.Add(f)
+}
