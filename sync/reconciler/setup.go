@@ -13,6 +13,7 @@ import (
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sync/apply"
 	"github.com/converge-gitops/converge/sync/drift"
+	"github.com/converge-gitops/converge/sync/remote"
 )
 
 // ReconcilerOptions are the settings of the daemon's reconciler.
@@ -40,6 +41,9 @@ type ReconcilerOptions struct {
 	// MaxConcurrentPerNamespace caps the reconciles of one namespace that run at once
 	// (NamespaceLimiter), so that one tenant cannot occupy every worker.
 	MaxConcurrentPerNamespace int
+	// AllowLoopbackClusters lets a spec.kubeConfig point at a loopback or link-local
+	// address, over http too (see sync/remote): for tests and local development only.
+	AllowLoopbackClusters bool
 }
 
 // NewReconciler wires the reconciler of the daemon to a manager: pollers, git cache,
@@ -76,8 +80,10 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		}
 		drifts = drift.NewWatcher(ctx, md, mgr.GetRESTMapper())
 	}
+	clusters := remote.NewClusters(remote.Options{Secrets: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		AllowLoopback: o.AllowLoopbackClusters})
 	watchHealth := &WatchHealth{Checker: checker, Config: cfg, Mapper: mgr.GetRESTMapper(),
-		DefaultServiceAccount: o.DefaultServiceAccount}
+		DefaultServiceAccount: o.DefaultServiceAccount, Remote: clusters}
 	return &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -87,7 +93,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		Health:    watchHealth,
 		Applier:   apply.Applier{Concurrency: o.ApplyConcurrency},
 		Clients: &ImpersonatingClients{Config: cfg, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-			DefaultServiceAccount: o.DefaultServiceAccount},
+			DefaultServiceAccount: o.DefaultServiceAccount, Remote: clusters},
 		Clock:                 clock.RealClock{},
 		DefaultServiceAccount: o.DefaultServiceAccount,
 		FullSyncInterval:      o.FullSyncInterval,
