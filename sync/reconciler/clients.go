@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -47,6 +48,11 @@ func (ic *ImpersonatingClients) For(st *convergev1.SyncTarget) (client.Client, e
 		return ic.remoteFor(st, user)
 	}
 	ic.Remote.Release(client.ObjectKeyFromObject(st)) // it left its remote cluster, if it had one
+	return ic.local(user)
+}
+
+// local returns the client acting as user on the daemon's cluster.
+func (ic *ImpersonatingClients) local(user string) (client.Client, error) {
 	if c, ok := ic.clients.Load(user); ok {
 		return c.(client.Client), nil
 	}
@@ -87,6 +93,32 @@ func (ic *ImpersonatingClients) cluster(ctx context.Context, st *convergev1.Sync
 		return c, nil
 	}
 	return ic.Remote.Acquire(ctx, st)
+}
+
+// localClientFor returns the client st acts with on the daemon's own cluster, where its
+// spec.postBuild variables are (as its kubeconfig and credentials Secrets are), also when
+// it deploys to a remote cluster.
+func (r *Reconciler) localClientFor(st *convergev1.SyncTarget) (client.Client, error) {
+	ic, ok := r.Clients.(*ImpersonatingClients)
+	if !ok || st.Spec.KubeConfig == nil {
+		return r.clientFor(st)
+	}
+	return ic.local(impersonatedUser(st, ic.DefaultServiceAccount))
+}
+
+// remoteSecretGone reports, with a warning event, a SyncTarget deleted after the
+// kubeconfig Secret of its remote cluster (a namespace deleted as a whole): its objects
+// there are left in place, rather than its deletion held until a Secret comes back.
+func (r *Reconciler) remoteSecretGone(st *convergev1.SyncTarget) bool {
+	if st.Spec.KubeConfig == nil {
+		return false
+	}
+	if _, err := r.clientFor(st); !apierrors.IsNotFound(err) {
+		return false
+	}
+	r.event(st, "Warning", "PruneSkipped", "", fmt.Sprintf(
+		"the kubeconfig secret %s/%s is gone: the objects on its cluster are left in place", st.Namespace, st.Spec.KubeConfig.SecretRef.Name))
+	return true
 }
 
 // releaseCluster lets go of the remote cluster of a SyncTarget that is gone.

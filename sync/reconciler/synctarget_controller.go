@@ -222,7 +222,7 @@ func (r *Reconciler) finalize(ctx context.Context, st *convergev1.SyncTarget) (c
 	if !controllerutil.ContainsFinalizer(st, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	if st.Spec.Prune && !st.Spec.Suspend && st.Status.Inventory != nil {
+	if st.Spec.Prune && !st.Spec.Suspend && st.Status.Inventory != nil && !r.remoteSecretGone(st) {
 		c, err := r.clientFor(st)
 		if err != nil {
 			return ctrl.Result{}, err
