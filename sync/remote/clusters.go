@@ -264,3 +264,28 @@ func (c *Cluster) Closed() bool {
 	defer c.mu.Unlock()
 	return c.closed
 }
+
+// ForCaller returns a client of st's remote cluster for a caller other than the daemon
+// (`converge diff`, `converge tree`, the web UI's pending diff): the kubeconfig Secret is
+// read with r, the caller's own rights, and refused as the daemon refuses it. The client
+// acts with the kubeconfig's own identity: whoever may read the Secret holds those
+// credentials anyway. It is nil for a SyncTarget without spec.kubeConfig. release closes
+// the cluster; it is never nil.
+func ForCaller(ctx context.Context, r client.Reader, scheme *runtime.Scheme, st *convergev1.SyncTarget,
+	allowLoopback bool) (c client.Client, release func(), err error) {
+	release = func() {}
+	if st.Spec.KubeConfig == nil {
+		return nil, release, nil
+	}
+	cs := NewClusters(Options{Secrets: r, Scheme: scheme, AllowLoopback: allowLoopback})
+	cluster, err := cs.Acquire(ctx, st)
+	if err != nil {
+		return nil, release, err
+	}
+	release = func() { cs.Release(types.NamespacedName{Namespace: st.Namespace, Name: st.Name}) }
+	if c, err = cluster.Client(""); err != nil {
+		release()
+		return nil, func() {}, err
+	}
+	return c, release, nil
+}
