@@ -175,6 +175,10 @@ func checkUser(u *clientcmdapi.AuthInfo) error {
 // restConfig builds the rest.Config of a checked cluster and user.
 func restConfig(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) *rest.Config {
 	return &rest.Config{
+		// client-go's default, 5 requests/s, would make an apply of a hundred objects
+		// take half a minute; each identity's client has a limiter of its own.
+		QPS:                100,
+		Burst:              200,
 		Host:               c.Server,
 		BearerToken:        u.Token,
 		Username:           u.Username,
