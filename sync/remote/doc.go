@@ -31,6 +31,20 @@
 // Connections go straight to the cluster, never through an HTTP proxy of the environment,
 // for that check to see the real destination.
 //
+// `converge tree` and `converge diff` (ForCaller) read the Secret with their user's rights
+// and apply the same refusals, loopback aside: they run on the user's machine, with the
+// network position the user has anyway, where a local cluster (kind) is at 127.0.0.1. The
+// web UI's pending diff, which may run beside the daemon, refuses loopback as it does.
+//
+// # A cluster that is away
+//
+// Connections are bounded (DialTimeout, TLSHandshakeTimeout, ResponseHeaderTimeout, and
+// HTTP/2 health pings), and a connection that fails is an UnreachableError naming the
+// kubeconfig Secret. It, a kubeconfig Secret missing or refused (ConfigError) and a refused
+// address are not a revision's fault (NotTheRevisionsFault): the SyncTarget is retried with
+// the reconciler's backoff, each cluster on its own, and the retry after the cluster is
+// back deploys; its drift informers re-list by themselves.
+//
 // # One set per cluster
 //
 // Clusters keeps, per kubeconfig content (its SHA-256), one Cluster: the transport, a
