@@ -232,6 +232,7 @@ func TestRemoteCluster(t *testing.T) {
 		eventually(t, nobody, func(g Gomega, st *convergev1.SyncTarget) {
 			g.Expect(ready(st).Message).To(ContainSubstring("system:serviceaccount:" + f.ns + ":nobody"))
 			g.Expect(ready(st).Message).To(ContainSubstring("forbidden"))
+			g.Expect(ready(st).Message).To(ContainSubstring("on the cluster of kubeconfig secret " + f.ns + "/remote-kc"))
 		})
 	})
 	step("an unreachable cluster fails its targets alone, which recover", func(t *testing.T) {

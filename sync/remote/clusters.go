@@ -206,7 +206,7 @@ func newCluster(name string, data []byte, opts Options) (*Cluster, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Cluster{Name: name, config: cfg, transport: t, mapper: mapper, ctx: ctx, cancel: cancel,
-		ids: newIdentities(cfg, opts.Scheme, mapper), watched: map[types.NamespacedName]bool{}}, nil
+		ids: newIdentities(name, cfg, opts.Scheme, mapper), watched: map[types.NamespacedName]bool{}}, nil
 }
 
 // Client returns the client acting as user ("" for the kubeconfig's own identity); its

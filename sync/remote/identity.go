@@ -45,6 +45,7 @@ func ImpersonatingChecker(base *rest.Config, mapper meta.RESTMapper, user string
 // identities keeps, per impersonated user, the client and the health checker of one
 // cluster.
 type identities struct {
+	name   string // the cluster's, for errors
 	config *rest.Config
 	scheme *runtime.Scheme
 	mapper meta.RESTMapper
@@ -54,8 +55,8 @@ type identities struct {
 	checkers map[string]*health.Checker
 }
 
-func newIdentities(cfg *rest.Config, scheme *runtime.Scheme, mapper meta.RESTMapper) *identities {
-	return &identities{config: cfg, scheme: scheme, mapper: mapper,
+func newIdentities(name string, cfg *rest.Config, scheme *runtime.Scheme, mapper meta.RESTMapper) *identities {
+	return &identities{name: name, config: cfg, scheme: scheme, mapper: mapper,
 		clients: map[string]client.Client{}, checkers: map[string]*health.Checker{}}
 }
 
@@ -71,8 +72,9 @@ func (ids *identities) client(user string) (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client for %q: %w", user, err)
 	}
-	ids.clients[user] = c
-	return c, nil
+	named := nameErrors(c, ids.name)
+	ids.clients[user] = named
+	return named, nil
 }
 
 // checker returns the health Checker watching as user, made on first use.
