@@ -13,6 +13,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/diff"
+	"github.com/converge-gitops/converge/sync/remote"
 )
 
 // diffOptions are the flags of `converge diff`.
@@ -79,6 +80,9 @@ func (o *diffOptions) run(ctx context.Context, out io.Writer, args []string) err
 	}
 	defer func() { _ = in.Close() }()
 
+	if in.cluster != nil { // a SyncTarget of a remote cluster: compared with that cluster
+		c = in.cluster
+	}
 	objects, err := diff.Render(ctx, c.RESTMapper(), in.render)
 	if err != nil {
 		return diffFailed(err)
@@ -182,9 +186,17 @@ type diffInput struct {
 	options  diff.Options
 	title    string
 	checkout *diff.Checkout
+	// cluster is the client of the SyncTarget's remote cluster, nil for the current one.
+	cluster client.Client
+	release func()
 }
 
-func (in *diffInput) Close() error { return in.checkout.Close() }
+func (in *diffInput) Close() error {
+	if in.release != nil {
+		in.release()
+	}
+	return in.checkout.Close()
+}
 
 // load finds what to render: the local path, or the SyncTarget's settings and source.
 // c may be nil when no SyncTarget is named.
@@ -211,6 +223,9 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 		return nil, fmt.Errorf("reading SyncTarget %s/%s: %w", ns, o.target, err)
 	}
 	in.options = diff.OptionsFor(st)
+	if in.cluster, in.release, err = remote.ForCaller(ctx, c, c.Scheme(), st, true); err != nil {
+		return nil, err
+	}
 	if in.render, err = diff.TargetRenderOptions(ctx, c, st, "", ""); err != nil {
 		return nil, err
 	}

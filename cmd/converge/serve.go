@@ -117,6 +117,7 @@ type syncOptions struct {
 	driftWatch            bool
 	crossNamespaceDeps    bool
 	renderTimeout         time.Duration
+	allowLoopbackClusters bool
 }
 
 func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
@@ -128,6 +129,8 @@ func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
 		"watch managed objects cluster-wide to undo changes made outside Git at once, and the metadata of ConfigMaps and Secrets to redeploy when spec.postBuild variables change; without it (multi-tenancy: the daemon may not watch), the full sync corrects drift and variables are read again at each interval")
 	fs.BoolVar(&o.crossNamespaceDeps, "allow-cross-namespace-dependencies", true,
 		"let spec.dependsOn name SyncTargets of other namespaces; without it (multi-tenancy) such a SyncTarget is Stalled and the other namespace is never read")
+	fs.BoolVar(&o.allowLoopbackClusters, "allow-loopback-clusters", false,
+		"let spec.kubeConfig point at a loopback or link-local address (and plain http): for tests and local development only, as a tenant would reach the daemon's host and cloud metadata")
 	fs.DurationVar(&o.renderTimeout, "render-timeout", render.DefaultTimeout,
 		"deadline of one render (kustomize build or manifests read); a render that takes longer fails with BuildFailed")
 }
@@ -187,6 +190,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 		RenderTimeout:                o.sync.renderTimeout,
 		MaxConcurrentPerNamespace:    o.manager.maxPerNamespace(),
 		NoCrossNamespaceDependencies: !o.sync.crossNamespaceDeps,
+		AllowLoopbackClusters:        o.sync.allowLoopbackClusters,
 	})
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/health"
 	"github.com/converge-gitops/converge/internal/tree"
+	"github.com/converge-gitops/converge/sync/remote"
 )
 
 // treeOptions are the flags of `converge tree`.
@@ -36,6 +37,16 @@ func (o *treeOptions) run(ctx context.Context, out io.Writer, name string) error
 	st, c, err := getSyncTarget(ctx, &o.cli, name)
 	if err != nil {
 		return err
+	}
+	// A SyncTarget of a remote cluster: its objects are read there (a loopback cluster is
+	// allowed, the CLI runs with the network position of its user).
+	rc, release, err := remote.ForCaller(ctx, c, c.Scheme(), st, true)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if rc != nil {
+		c = rc
 	}
 	t, err := tree.Load(ctx, c, st)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/remote"
 	"github.com/converge-gitops/converge/sync/target"
 )
 
@@ -48,6 +49,16 @@ func Pending(ctx context.Context, c client.Client, st *convergev1.SyncTarget, re
 	ro, err := TargetRenderOptions(ctx, c, st, co.Dir, st.Spec.Path)
 	if err != nil {
 		return nil, co.Revision, err
+	}
+	// A SyncTarget of a remote cluster is compared with that cluster (never one at a
+	// loopback address: the web UI may run beside the daemon).
+	rc, release, err := remote.ForCaller(ctx, c, c.Scheme(), st, false)
+	if err != nil {
+		return nil, co.Revision, err
+	}
+	defer release()
+	if rc != nil {
+		c = rc
 	}
 	objects, err := Render(ctx, c.RESTMapper(), ro)
 	if err != nil {

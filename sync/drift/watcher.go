@@ -54,8 +54,21 @@ func NewWatcher(ctx context.Context, client metadata.Interface, mapper meta.REST
 	}
 }
 
-// Watch makes sure the kinds of objects are watched. It is cheap for kinds already watched.
+// ForCluster returns a watcher of another cluster (a SyncTarget's remote one) that wakes
+// SyncTargets through w's Events; its informers run until ctx ends (the cluster is
+// closed). What it notes of a SyncTarget is its own: Take and Pending are asked of it.
+func (w *Watcher) ForCluster(ctx context.Context, client metadata.Interface, mapper meta.RESTMapper) *Watcher {
+	other := NewWatcher(ctx, client, mapper)
+	other.Events = w.Events
+	return other
+}
+
+// Watch makes sure the kinds of objects are watched. It is cheap for kinds already watched,
+// and does nothing on a nil watcher.
 func (w *Watcher) Watch(objects []*unstructured.Unstructured) error {
+	if w == nil {
+		return nil
+	}
 	seen := map[schema.GroupVersionKind]bool{}
 	for _, o := range objects {
 		gvk := o.GroupVersionKind()
@@ -273,8 +286,12 @@ func (w *Watcher) Pending(owner types.NamespacedName) bool {
 	return len(w.drifted[owner]) > 0
 }
 
-// Take returns the IDs of the SyncTarget's objects that drifted since the last call.
+// Take returns the IDs of the SyncTarget's objects that drifted since the last call (none
+// on a nil watcher).
 func (w *Watcher) Take(owner types.NamespacedName) map[string]bool {
+	if w == nil {
+		return nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ids := w.drifted[owner]

@@ -123,7 +123,7 @@ func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.Re
 		return d, f
 	}
 	t := ru.r.Clock.Now()
-	live, err := apply.CheckOwnershipCached(ctx, c, ru.key, ru.r.ownerExists, ru.r.Drift.Managed(ctx), objects)
+	live, err := apply.CheckOwnershipCached(ctx, c, ru.key, ru.r.ownerExists, ru.drift().Managed(ctx), objects)
 	if err != nil {
 		return d, fail(phaseApply, err)
 	}
@@ -245,7 +245,7 @@ func (ru *run) applyAndPrune(ctx context.Context, c client.Client, d *deployment
 // incremental reports whether the apply may leave out the objects unchanged since the
 // revision last applied.
 func (ru *run) incremental() bool {
-	return incrementalAllowed(ru.state.rendered, ru.st.Generation, ru.r.Drift != nil, ru.r.Drift.Pending(ru.key), ru.fullApply,
+	return incrementalAllowed(ru.state.rendered, ru.st.Generation, ru.drift() != nil, ru.drift().Pending(ru.key), ru.fullApply,
 		ru.state.lastFull, ru.r.Clock.Now(), ru.r.FullSyncInterval)
 }
 

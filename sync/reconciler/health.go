@@ -9,13 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/health"
+	"github.com/converge-gitops/converge/sync/remote"
 )
 
 // WatchHealth is the HealthChecker of the daemon: every applied object plus the
@@ -35,6 +34,9 @@ type WatchHealth struct {
 	Mapper meta.RESTMapper
 	// DefaultServiceAccount is impersonated for SyncTargets that name none, as by the Reconciler.
 	DefaultServiceAccount string
+	// Remote holds the clusters of SyncTargets with spec.kubeConfig (the Clients' own):
+	// their objects are watched there, with the same identity.
+	Remote *remote.Clusters
 
 	checkers sync.Map // impersonated user → *health.Checker
 }
@@ -53,7 +55,7 @@ func (h *WatchHealth) Wait(ctx context.Context, _ client.Client, st *convergev1.
 		}
 		refs = append(refs, ref)
 	}
-	checker, err := h.checkerFor(impersonatedUser(st, h.DefaultServiceAccount))
+	checker, err := h.checkerOf(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -73,7 +75,22 @@ func (h *WatchHealth) Wait(ctx context.Context, _ client.Client, st *convergev1.
 	return err
 }
 
-// checkerFor returns the Checker watching as user; "" is the daemon itself.
+// checkerOf returns the Checker of the cluster st deploys to, watching with its identity.
+func (h *WatchHealth) checkerOf(ctx context.Context, st *convergev1.SyncTarget) (*health.Checker, error) {
+	user := impersonatedUser(st, h.DefaultServiceAccount)
+	if st.Spec.KubeConfig == nil {
+		return h.checkerFor(user)
+	}
+	ic := &ImpersonatingClients{Remote: h.Remote}
+	cluster, err := ic.cluster(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	return cluster.Checker(user)
+}
+
+// checkerFor returns the Checker watching as user on the daemon's cluster; "" is the
+// daemon itself.
 func (h *WatchHealth) checkerFor(user string) (*health.Checker, error) {
 	if user == "" || h.Config == nil {
 		return h.Checker, nil
@@ -81,35 +98,18 @@ func (h *WatchHealth) checkerFor(user string) (*health.Checker, error) {
 	if c, ok := h.checkers.Load(user); ok {
 		return c.(*health.Checker), nil
 	}
-	checker, err := newImpersonatingChecker(h.Config, h.Mapper, user)
+	var checker *health.Checker
+	var err error
+	if h.Mapper == nil {
+		checker, err = health.New(remote.Impersonating(h.Config, user))
+	} else {
+		checker, err = remote.ImpersonatingChecker(h.Config, h.Mapper, user)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("health checker for %q: %w", user, err)
 	}
 	c, _ := h.checkers.LoadOrStore(user, checker)
 	return c.(*health.Checker), nil
-}
-
-// newImpersonatingChecker returns a Checker watching as user, with the REST mapper
-// given (one per identity is not needed: discovery is open to every user), else its own.
-func newImpersonatingChecker(base *rest.Config, mapper meta.RESTMapper, user string) (*health.Checker, error) {
-	cfg := rest.CopyConfig(base)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	if mapper == nil {
-		return health.New(cfg)
-	}
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	md, err := metadata.NewForConfigAndClient(cfg, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	return health.NewForClients(dyn, md, mapper), nil
 }
 
 // impersonatedUser is the user a SyncTarget acts as: its service account, else the

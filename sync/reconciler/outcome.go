@@ -17,6 +17,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sources/charts"
+	"github.com/converge-gitops/converge/sync/remote"
 	"github.com/converge-gitops/converge/sync/render"
 )
 
@@ -118,7 +119,7 @@ func classify(p phase, err error) failure {
 		}
 	case phaseApply:
 		f.reason = convergev1.ApplyFailedReason
-		if transientAPIError(err) {
+		if transientAPIError(err) || remote.NotTheRevisionsFault(err) {
 			f.then = retry // not the revision's fault: no rollback, try again
 		}
 	case phasePrune:

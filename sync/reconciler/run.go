@@ -263,10 +263,10 @@ func (ru *run) freshSince() (time.Time, bool) {
 // heal restores the objects the drift watcher saw changed or deleted by someone else;
 // with no drift it costs no request at all.
 func (ru *run) heal(ctx context.Context, revision string) outcome {
-	if ru.r.Drift == nil {
+	if ru.drift() == nil {
 		return outcome{kind: idle}
 	}
-	drifted := ru.r.Drift.Take(ru.key)
+	drifted := ru.drift().Take(ru.key)
 	set := ru.state.rendered
 	if set == nil {
 		// After a restart: watch what the inventory lists; a drift seen from now on
@@ -294,12 +294,12 @@ func (ru *run) heal(ctx context.Context, revision string) outcome {
 // revision's objects, without a new attempt or history entry.
 func (ru *run) hold(ctx context.Context, full bool) outcome {
 	held, ok := heldRevision(ru.st)
-	if !ok || (ru.r.Drift == nil && !full) {
+	if !ok || (ru.drift() == nil && !full) {
 		return outcome{kind: idle}
 	}
 	var drifted map[string]bool
-	if ru.r.Drift != nil {
-		drifted = ru.r.Drift.Take(ru.key)
+	if ru.drift() != nil {
+		drifted = ru.drift().Take(ru.key)
 	}
 	if !full && len(drifted) == 0 {
 		if ru.state.rendered == nil { // after a restart: watch what the inventory lists
@@ -355,12 +355,12 @@ func (ru *run) restore(ctx context.Context, set *renderedSet, ids map[string]boo
 
 // remember keeps what was applied for self-healing, and watches its kinds.
 func (ru *run) remember(revision string, objects []*unstructured.Unstructured) {
-	if ru.r.Drift == nil {
+	if ru.drift() == nil {
 		return
 	}
 	ru.state.rendered = newRenderedSet(revision, ru.st.Generation, objects)
-	_ = ru.r.Drift.Take(ru.key) // what our own apply changed is not drift
-	if err := ru.r.Drift.Watch(objects); err != nil {
+	_ = ru.drift().Take(ru.key) // what our own apply changed is not drift
+	if err := ru.drift().Watch(objects); err != nil {
 		ru.r.event(ru.st, "Warning", watchFailedReason, revision, err.Error())
 	}
 }
@@ -368,7 +368,7 @@ func (ru *run) remember(revision string, objects []*unstructured.Unstructured) {
 // watchInventory watches the kinds of what the inventory lists (after a restart, when
 // nothing rendered is in memory); the outcome to return when that fails.
 func (ru *run) watchInventory() (outcome, bool) {
-	if err := ru.r.Drift.Watch(inventoryObjects(ru.st.Status.Inventory)); err != nil {
+	if err := ru.drift().Watch(inventoryObjects(ru.st.Status.Inventory)); err != nil {
 		return outcome{kind: idle, reason: watchFailedReason, message: err.Error(), err: err}, true
 	}
 	return outcome{}, false

@@ -16,6 +16,7 @@ import (
 	"github.com/converge-gitops/converge/sources/charts"
 	"github.com/converge-gitops/converge/sync/apply"
 	"github.com/converge-gitops/converge/sync/drift"
+	"github.com/converge-gitops/converge/sync/remote"
 )
 
 // ReconcilerOptions are the settings of the daemon's reconciler.
@@ -43,6 +44,9 @@ type ReconcilerOptions struct {
 	// MaxConcurrentPerNamespace caps the reconciles of one namespace that run at once
 	// (NamespaceLimiter), so that one tenant cannot occupy every worker.
 	MaxConcurrentPerNamespace int
+	// AllowLoopbackClusters lets a spec.kubeConfig point at a loopback or link-local
+	// address, over http too (see sync/remote): for tests and local development only.
+	AllowLoopbackClusters bool
 }
 
 // NewReconciler wires the reconciler of the daemon to a manager: pollers, git cache,
@@ -83,10 +87,12 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		}
 		drifts = drift.NewWatcher(ctx, md, mgr.GetRESTMapper())
 	}
+	clusters := remote.NewClusters(remote.Options{Secrets: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		AllowLoopback: o.AllowLoopbackClusters})
 	watchHealth := &WatchHealth{Checker: checker, Config: cfg, Mapper: mgr.GetRESTMapper(),
-		DefaultServiceAccount: o.DefaultServiceAccount}
+		DefaultServiceAccount: o.DefaultServiceAccount, Remote: clusters}
 	clients := &ImpersonatingClients{Config: cfg, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultServiceAccount: o.DefaultServiceAccount}
+		DefaultServiceAccount: o.DefaultServiceAccount, Remote: clusters}
 	return &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),

@@ -99,6 +99,7 @@ func startReconciler(ctx context.Context, base *rest.Config) error {
 	// No grace period, so that TestCacheGCKeepsWhatSyncTargetsNeed sees a collection at once.
 	r, err := reconciler.NewReconciler(ctx, mgr, reconciler.ReconcilerOptions{
 		Cache: sources.CacheOptions{Dir: dir, GCGracePeriod: time.Nanosecond}, ApplyConcurrency: 8, FullSyncInterval: time.Hour,
+		AllowLoopbackClusters: true, // the remote clusters of TestRemoteCluster are local ones
 	})
 	if err != nil {
 		return err

@@ -25,8 +25,8 @@ import (
 // adoptChart is a chart with a Deployment, as a team would have installed it with helm.
 func adoptChart() map[string]string {
 	return map[string]string{
-		"deploy/Chart.yaml":  "apiVersion: v2\nname: shop\nversion: 1.0.0\n",
-		"deploy/values.yaml": "replicas: 2\n",
+		"deploy/Chart.yaml":                "apiVersion: v2\nname: shop\nversion: 1.0.0\n",
+		"deploy/values.yaml":               "replicas: 2\n",
 		"deploy/templates/deployment.yaml": strings.Replace(deployment("web", 2, ""), "replicas: 2", "replicas: {{ .Values.replicas }}", 1),
 		"deploy/templates/config.yaml":     configMap("settings", "v1"),
 	}

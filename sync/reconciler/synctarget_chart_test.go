@@ -24,7 +24,7 @@ import (
 // a random password, and extra templates.
 func chart(version string, extra map[string]string) map[string]string {
 	files := map[string]string{
-		"deploy/Chart.yaml": "apiVersion: v2\nname: shop\nversion: " + version + "\n",
+		"deploy/Chart.yaml":  "apiVersion: v2\nname: shop\nversion: " + version + "\n",
 		"deploy/values.yaml": "message: hello\n",
 		"deploy/templates/release.yaml": `apiVersion: v1
 kind: ConfigMap

@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -202,44 +198,12 @@ func (r *Reconciler) clientFor(st *convergev1.SyncTarget) (client.Client, error)
 	return r.Clients.For(st)
 }
 
-// ImpersonatingClients are the daemon's Clients: each impersonates the SyncTarget's
-// service account (or the daemon's default one) when there is one. They read straight from
-// the API server: a cached client would start a cluster-wide informer for every kind ever
-// applied, and could answer from a stale cache.
-type ImpersonatingClients struct {
-	// Config is the daemon's own client config, the base of impersonating clients.
-	Config *rest.Config
-	// Scheme and Mapper are the manager's.
-	Scheme *runtime.Scheme
-	Mapper meta.RESTMapper
-	// DefaultServiceAccount is impersonated for SyncTargets that name none.
-	DefaultServiceAccount string
-
-	clients sync.Map // impersonated user → client.Client
-}
-
-// For implements Clients; a client is made once per impersonated user.
-func (ic *ImpersonatingClients) For(st *convergev1.SyncTarget) (client.Client, error) {
-	user := impersonatedUser(st, ic.DefaultServiceAccount)
-	if c, ok := ic.clients.Load(user); ok {
-		return c.(client.Client), nil
-	}
-	cfg := rest.CopyConfig(ic.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	// One that can watch: the apply's stage waits (health) then watch instead of listing again.
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: ic.Scheme, Mapper: ic.Mapper})
-	if err != nil {
-		return nil, fmt.Errorf("client for %q: %w", user, err)
-	}
-	ic.clients.Store(user, c)
-	return c, nil
-}
-
 // Forget drops everything kept of a SyncTarget that is gone: its state, its poller
 // subscription and fresh-resolve marks (the fetcher), and the drift seen of its objects.
 func (r *Reconciler) Forget(key client.ObjectKey) {
 	r.Fetcher.Forget(key)
 	r.Drift.Forget(key)
+	releaseCluster(r.Clients, key)
 	r.states.forget(key)
 }
 
@@ -258,7 +222,7 @@ func (r *Reconciler) finalize(ctx context.Context, st *convergev1.SyncTarget) (c
 	if !controllerutil.ContainsFinalizer(st, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	if st.Spec.Prune && !st.Spec.Suspend && st.Status.Inventory != nil {
+	if st.Spec.Prune && !st.Spec.Suspend && st.Status.Inventory != nil && !r.remoteSecretGone(st) {
 		c, err := r.clientFor(st)
 		if err != nil {
 			return ctrl.Result{}, err

@@ -25,14 +25,14 @@ import (
 // them redeploys the same revision.
 
 // readVariables reads the SyncTarget's variables into the run, through the client the
-// SyncTarget applies with (impersonating its service account, when it has one): a
-// tenant cannot have converge read a Secret it could not read itself.
+// SyncTarget acts with on the daemon's cluster (impersonating its service account, when
+// it has one): a tenant cannot have converge read a Secret it could not read itself.
 func (ru *run) readVariables(ctx context.Context) *outcome {
 	if ru.st.Spec.PostBuild == nil && (ru.st.Spec.Helm == nil || len(ru.st.Spec.Helm.ValuesFrom) == 0) {
 		ru.vars = postbuild.Variables{}
 		return nil
 	}
-	c, err := ru.r.clientFor(ru.st)
+	c, err := ru.r.localClientFor(ru.st)
 	if err == nil {
 		ru.vars, err = postbuild.Read(ctx, c, ru.st)
 	}

@@ -1,0 +1,291 @@
+package remote
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/health"
+	"github.com/converge-gitops/converge/sync/drift"
+)
+
+// Options of the remote clusters of a daemon.
+type Options struct {
+	// Secrets reads the kubeconfig Secrets, always in the SyncTarget's own namespace: the
+	// daemon's API reader (no cache of every Secret of the cluster).
+	Secrets client.Reader
+	// Scheme of the clients.
+	Scheme *runtime.Scheme
+	// AllowLoopback lets a remote cluster be at a loopback or link-local address, and its
+	// server be plain http (tests and local development run every cluster on 127.0.0.1).
+	AllowLoopback bool
+}
+
+// ConfigError is a kubeconfig Secret that cannot be used: missing, unreadable or refused.
+type ConfigError struct {
+	// Secret is "namespace/name".
+	Secret string
+	Err    error
+}
+
+func (e *ConfigError) Error() string {
+	if apierrors.IsNotFound(e.Err) {
+		return fmt.Sprintf("the kubeconfig secret %s does not exist", e.Secret)
+	}
+	return fmt.Sprintf("kubeconfig secret %s: %v", e.Secret, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// NotTheRevisionsFault reports an error of a remote cluster, or of the way to it, that no
+// revision causes: the cluster is unreachable, its kubeconfig Secret is missing or
+// refused, or its address is refused. The SyncTarget is retried with backoff (and a fixed
+// Secret is picked up by the retry) instead of its revision being failed.
+func NotTheRevisionsFault(err error) bool {
+	var u *UnreachableError
+	var c *ConfigError
+	var a *AddressRefusedError
+	return errors.As(err, &u) || errors.As(err, &c) || errors.As(err, &a)
+}
+
+// Clusters are the remote clusters of a daemon, one per kubeconfig Secret and content.
+type Clusters struct {
+	opts Options
+
+	mu     sync.Mutex
+	byKey  map[string]*Cluster               // Secret "namespace/name" + "@" + content hash
+	owners map[types.NamespacedName]*Cluster // what each SyncTarget holds
+}
+
+// NewClusters returns an empty set of remote clusters.
+func NewClusters(opts Options) *Clusters {
+	return &Clusters{opts: opts, byKey: map[string]*Cluster{}, owners: map[types.NamespacedName]*Cluster{}}
+}
+
+// Acquire reads st's kubeconfig Secret and returns its cluster, made on first use, held
+// for st until Release or until st acquires another one (a rotated Secret, another
+// Secret). Errors are *ConfigError.
+func (cs *Clusters) Acquire(ctx context.Context, st *convergev1.SyncTarget) (*Cluster, error) {
+	if st.Spec.KubeConfig == nil {
+		return nil, errors.New("the SyncTarget has no spec.kubeConfig")
+	}
+	ref := st.Spec.KubeConfig.SecretRef
+	name := st.Namespace + "/" + ref.Name
+	data, err := cs.read(ctx, st.Namespace, ref)
+	if err != nil {
+		return nil, &ConfigError{Secret: name, Err: err}
+	}
+	sum := sha256.Sum256(data)
+	key := name + "@" + hex.EncodeToString(sum[:])
+	owner := types.NamespacedName{Namespace: st.Namespace, Name: st.Name}
+
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	c := cs.byKey[key]
+	if c == nil {
+		if c, err = newCluster(name, data, cs.opts); err != nil {
+			return nil, &ConfigError{Secret: name, Err: err}
+		}
+		c.key = key
+		cs.byKey[key] = c
+	}
+	if held := cs.owners[owner]; held != c {
+		cs.releaseLocked(owner)
+		cs.owners[owner] = c
+		c.refs++
+	}
+	return c, nil
+}
+
+// read returns the kubeconfig of the Secret ref of namespace.
+func (cs *Clusters) read(ctx context.Context, namespace string, ref convergev1.KubeConfigSecretReference) ([]byte, error) {
+	if cs.opts.Secrets == nil {
+		return nil, errors.New("no Secret reader configured")
+	}
+	s := &corev1.Secret{}
+	if err := cs.opts.Secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, s); err != nil {
+		return nil, err
+	}
+	return kubeConfigData(s.Data, ref.Key)
+}
+
+// Current returns the cluster owner holds, nil when none.
+func (cs *Clusters) Current(owner types.NamespacedName) *Cluster {
+	if cs == nil {
+		return nil
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.owners[owner]
+}
+
+// Release lets go of the cluster owner holds, if any; the last owner of a cluster closes
+// it. It is safe on a nil Clusters.
+func (cs *Clusters) Release(owner types.NamespacedName) {
+	if cs == nil {
+		return
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.releaseLocked(owner)
+}
+
+func (cs *Clusters) releaseLocked(owner types.NamespacedName) {
+	c := cs.owners[owner]
+	if c == nil {
+		return
+	}
+	delete(cs.owners, owner)
+	c.forget(owner)
+	if c.refs--; c.refs == 0 {
+		delete(cs.byKey, c.key)
+		c.close()
+	}
+}
+
+// Len is the number of open clusters.
+func (cs *Clusters) Len() int {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return len(cs.byKey)
+}
+
+// Cluster is one remote cluster: what every SyncTarget deploying there with the same
+// kubeconfig shares.
+type Cluster struct {
+	// Name is the kubeconfig Secret, "namespace/name", for messages.
+	Name string
+
+	key       string
+	refs      int
+	config    *rest.Config
+	transport *http.Transport
+	mapper    meta.RESTMapper
+	ids       *identities
+	ctx       context.Context
+	cancel    context.CancelFunc
+
+	mu      sync.Mutex
+	drift   *drift.Watcher
+	watched map[types.NamespacedName]bool // owners whose kinds the drift watcher was given
+	closed  bool
+}
+
+// newCluster parses a kubeconfig and prepares its cluster; nothing is sent to it yet.
+func newCluster(name string, data []byte, opts Options) (*Cluster, error) {
+	cfg, err := Parse(data, opts.AllowLoopback)
+	if err != nil {
+		return nil, err
+	}
+	cfg, t, err := withTransport(cfg, name, opts.AllowLoopback)
+	if err != nil {
+		return nil, err
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Cluster{Name: name, config: cfg, transport: t, mapper: mapper, ctx: ctx, cancel: cancel,
+		ids: newIdentities(name, cfg, opts.Scheme, mapper), watched: map[types.NamespacedName]bool{}}, nil
+}
+
+// Client returns the client acting as user ("" for the kubeconfig's own identity); its
+// RESTMapper is the cluster's.
+func (c *Cluster) Client(user string) (client.Client, error) { return c.ids.client(user) }
+
+// Checker returns the health Checker watching as user.
+func (c *Cluster) Checker(user string) (*health.Checker, error) { return c.ids.checker(user) }
+
+// RESTMapper is the cluster's REST mapper, filled lazily from its discovery.
+func (c *Cluster) RESTMapper() meta.RESTMapper { return c.mapper }
+
+// Drift returns the cluster's drift watcher, made on first use beside parent (its wakeups
+// go to parent's Events) with the kubeconfig's own identity; first reports whether owner
+// asks for it for the first time, when the kinds it manages are to be watched. Nil once the
+// cluster is closed.
+func (c *Cluster) Drift(parent *drift.Watcher, owner types.NamespacedName) (w *drift.Watcher, first bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || parent == nil {
+		return nil, false, nil
+	}
+	if c.drift == nil {
+		md, err := metadata.NewForConfig(c.config)
+		if err != nil {
+			return nil, false, err
+		}
+		c.drift = parent.ForCluster(c.ctx, md, c.mapper)
+	}
+	first = !c.watched[owner]
+	c.watched[owner] = true
+	return c.drift, first, nil
+}
+
+// forget drops what the cluster's drift watcher noted of owner.
+func (c *Cluster) forget(owner types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.watched, owner)
+	c.drift.Forget(owner)
+}
+
+// close stops the drift informers and closes the idle connections.
+func (c *Cluster) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.transport.CloseIdleConnections()
+}
+
+// Closed reports whether the cluster was closed (no SyncTarget holds it any more).
+func (c *Cluster) Closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// ForCaller returns a client of st's remote cluster for a caller other than the daemon
+// (`converge diff`, `converge tree`, the web UI's pending diff): the kubeconfig Secret is
+// read with r, the caller's own rights, and refused as the daemon refuses it. The client
+// acts with the kubeconfig's own identity: whoever may read the Secret holds those
+// credentials anyway. It is nil for a SyncTarget without spec.kubeConfig. release closes
+// the cluster; it is never nil.
+func ForCaller(ctx context.Context, r client.Reader, scheme *runtime.Scheme, st *convergev1.SyncTarget,
+	allowLoopback bool) (c client.Client, release func(), err error) {
+	release = func() {}
+	if st.Spec.KubeConfig == nil {
+		return nil, release, nil
+	}
+	cs := NewClusters(Options{Secrets: r, Scheme: scheme, AllowLoopback: allowLoopback})
+	cluster, err := cs.Acquire(ctx, st)
+	if err != nil {
+		return nil, release, err
+	}
+	release = func() { cs.Release(types.NamespacedName{Namespace: st.Namespace, Name: st.Name}) }
+	if c, err = cluster.Client(""); err != nil {
+		release()
+		return nil, func() {}, err
+	}
+	return c, release, nil
+}

@@ -1,0 +1,112 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"syscall"
+	"time"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/rest"
+)
+
+// Timeouts of the connections to a remote cluster: one that is away fails its
+// SyncTargets in bounded time instead of holding a worker.
+const (
+	// DialTimeout bounds a TCP connect.
+	DialTimeout = 10 * time.Second
+	// TLSHandshakeTimeout bounds a TLS handshake.
+	TLSHandshakeTimeout = 10 * time.Second
+	// ResponseHeaderTimeout bounds the wait for the answer to a request once sent (a
+	// watch answers at once, and is then bounded by its context).
+	ResponseHeaderTimeout = 30 * time.Second
+)
+
+// UnreachableError is a remote cluster that could not be reached: connection refused,
+// timed out, no route. It is temporary (a net.Error): the SyncTarget is retried with
+// backoff, and no revision is blamed for it.
+type UnreachableError struct {
+	// Cluster names the cluster by its kubeconfig Secret, "namespace/name".
+	Cluster string
+	Err     error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("remote cluster of kubeconfig secret %s is unreachable: %v", e.Cluster, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Timeout implements net.Error.
+func (e *UnreachableError) Timeout() bool {
+	var ne net.Error
+	return errors.As(e.Err, &ne) && ne.Timeout()
+}
+
+// Temporary implements net.Error: an unreachable cluster may come back.
+func (e *UnreachableError) Temporary() bool { return true }
+
+// AddressRefusedError is a connection refused by converge itself: the address is one a
+// remote cluster may not be at (see the package documentation).
+type AddressRefusedError struct {
+	Address string
+	Why     string
+}
+
+func (e *AddressRefusedError) Error() string {
+	return fmt.Sprintf("refusing to connect to %s: it is %s%s", e.Address, e.Why, allowHint)
+}
+
+// withTransport gives cfg a transport of its own: it dials with the address check and
+// the timeouts above, goes through no proxy, and names the cluster in connection errors.
+// The transport is returned too, to close its idle connections when the cluster is
+// closed.
+func withTransport(cfg *rest.Config, name string, allowLoopback bool) (*rest.Config, *http.Transport, error) {
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, nil, refused("its TLS settings: %v", err)
+	}
+	dialer := &net.Dialer{Timeout: DialTimeout, KeepAlive: 30 * time.Second}
+	if !allowLoopback {
+		dialer.Control = checkDialAddress
+	}
+	t := utilnet.SetTransportDefaults(&http.Transport{
+		TLSClientConfig:       tlsConfig,
+		TLSHandshakeTimeout:   TLSHandshakeTimeout,
+		ResponseHeaderTimeout: ResponseHeaderTimeout,
+		MaxIdleConnsPerHost:   25,
+		IdleConnTimeout:       90 * time.Second,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				var refusedAddr *AddressRefusedError
+				if errors.As(err, &refusedAddr) {
+					return nil, err
+				}
+				return nil, &UnreachableError{Cluster: name, Err: err}
+			}
+			return conn, nil
+		},
+	})
+	t.Proxy = nil // straight to the cluster: the address check must see the real destination
+	out := rest.CopyConfig(cfg)
+	out.TLSClientConfig = rest.TLSClientConfig{}
+	out.Transport = t
+	return out, t, nil
+}
+
+// checkDialAddress refuses, before connecting, an address a remote cluster may not be at.
+func checkDialAddress(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return &AddressRefusedError{Address: address, Why: "not an IP address"}
+	}
+	if why := forbiddenAddress(ap.Addr()); why != "" {
+		return &AddressRefusedError{Address: ap.Addr().String(), Why: why}
+	}
+	return nil
+}
