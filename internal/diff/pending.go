@@ -6,7 +6,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
-	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sync/remote"
 	"github.com/converge-gitops/converge/sync/target"
 )
@@ -40,10 +39,10 @@ func TargetRenderOptions(ctx context.Context, c client.Reader, st *convergev1.Sy
 // --target NAME --revision REVISION` shows it: its source fetched with c (the caller's
 // credentials), rendered, and compared with Compute. An empty revision is the ref st
 // follows. It returns the revision fetched.
-func Pending(ctx context.Context, c client.Client, st *convergev1.SyncTarget, revision string) (*Result, sources.Revision, error) {
+func Pending(ctx context.Context, c client.Client, st *convergev1.SyncTarget, revision string) (*Result, string, error) {
 	co, err := Fetch(ctx, c, st, revision)
 	if err != nil {
-		return nil, sources.Revision{}, err
+		return nil, "", err
 	}
 	defer func() { _ = co.Close() }()
 	ro, err := TargetRenderOptions(ctx, c, st, co.Dir, st.Spec.Path)

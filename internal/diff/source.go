@@ -13,6 +13,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sources/charts"
 	"github.com/converge-gitops/converge/sync/target"
 )
 
@@ -20,8 +21,9 @@ import (
 type Checkout struct {
 	// Dir holds the tree of Revision, read-only.
 	Dir string
-	// Revision is what was fetched, as the daemon writes it ("main@sha1:…").
-	Revision sources.Revision
+	// Revision is what was fetched, as the daemon writes it ("main@sha1:…", or
+	// "<version>@sha256:…" for a chart of a chart repository).
+	Revision string
 
 	cache string
 }
@@ -48,6 +50,9 @@ func (c *Checkout) Close() error {
 // converge records it ("main@sha1:…"), a fully qualified ref ("refs/pull/7/head"), or a
 // branch or tag name (branch first).
 func Fetch(ctx context.Context, r client.Reader, st *convergev1.SyncTarget, revision string) (*Checkout, error) {
+	if st.IsChart() {
+		return fetchChart(ctx, r, st, revision)
+	}
 	in := target.For(st, r, nil)
 	src, err := in.Source(ctx)
 	if err != nil {
@@ -61,7 +66,7 @@ func Fetch(ctx context.Context, r client.Reader, st *convergev1.SyncTarget, revi
 	if err != nil {
 		return nil, err
 	}
-	co := &Checkout{Revision: rev, cache: dir}
+	co := &Checkout{Revision: rev.String(), cache: dir}
 	cache, err := sources.NewCache(sources.CacheOptions{Dir: dir})
 	if err != nil {
 		_ = co.Close()
@@ -137,4 +142,44 @@ func isFullSHA(s string) bool {
 		}
 	}
 	return true
+}
+
+// fetchChart fetches the chart of st's spec.chart as the daemon does — its credentials read
+// by r, its provenance verified when spec.chart.verify asks — at revision
+// ("<version>@sha256:…", whose digest must match) or, when empty, at the newest version
+// spec.chart.version matches.
+func fetchChart(ctx context.Context, r client.Reader, st *convergev1.SyncTarget, revision string) (*Checkout, error) {
+	src, err := target.For(st, r, nil).Chart(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var want charts.Resolved
+	if revision != "" {
+		if want, err = charts.ParseRevision(revision); err != nil {
+			return nil, err
+		}
+		src.Version = want.Version
+	}
+	dir, err := os.MkdirTemp("", "converge-diff-")
+	if err != nil {
+		return nil, err
+	}
+	co := &Checkout{cache: dir}
+	cl := &charts.Client{CacheDir: filepath.Join(dir, "charts")}
+	res, err := cl.Resolve(ctx, src)
+	if err == nil && revision != "" && res.Digest != want.Digest {
+		err = fmt.Errorf("chart %s %s is %s now, not %s", src.Name, want.Version, res.Digest, want.Digest)
+	}
+	if err == nil && src.Keyring != nil {
+		err = cl.Verify(ctx, src, res)
+	}
+	if err == nil {
+		co.Revision = res.String()
+		co.Dir, err = cl.Fetch(ctx, src, res)
+	}
+	if err != nil {
+		_ = co.Close()
+		return nil, err
+	}
+	return co, nil
 }

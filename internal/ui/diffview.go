@@ -44,8 +44,8 @@ func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, rev, err := diff.Pending(r.Context(), s.client, st, st.Status.LastFetchedRevision)
-	if rev.Commit != "" {
-		v.Revision = revisionOf(st, rev.String())
+	if rev != "" {
+		v.Revision = revisionOf(st, rev)
 	}
 	if err != nil {
 		v.Error = s.explain(err)
