@@ -8,9 +8,12 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/charttest"
 	"github.com/converge-gitops/converge/internal/testcharts"
 )
 
@@ -89,5 +92,50 @@ spec:
 		object(g, s.app, "web-podinfo", dep)
 		g.Expect(*dep.Spec.Replicas).To(BeEquivalentTo(3), "the failed hook ran before the rest: nothing of it applied")
 		gone(g, s.app, "check", &batchv1.Job{})
+	})
+}
+
+// TestChartFromRepository: the daemon deploys a chart of a loopback HTTP chart repository at
+// the newest version its range matches, and a version published later, found by polling.
+// `converge diff --target` fetches the same chart and finds nothing to change.
+func TestChartFromRepository(t *testing.T) {
+	run(t, 44, "Helm chart from a chart repository", parallel, func(s *scenario) {
+		g := NewWithT(t)
+		repo := charttest.NewHTTPRepo()
+		t.Cleanup(repo.Close)
+		publish := func(v string) {
+			b, err := charttest.Package("shop", charttest.Chart("shop", v))
+			g.Expect(err).NotTo(HaveOccurred())
+			repo.Add("shop", v, b)
+		}
+		publish("1.0.0")
+		st := &convergev1.SyncTarget{
+			ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: s.ns},
+			Spec: convergev1.SyncTargetSpec{
+				Chart: &convergev1.ChartSource{Repository: repo.URL(), Name: "shop", Version: "1.x",
+					Interval: &metav1.Duration{Duration: 2 * time.Second}},
+				Helm:            &convergev1.HelmSpec{ReleaseName: "shop"},
+				TargetNamespace: s.app, Prune: true, Timeout: &metav1.Duration{Duration: 30 * time.Second},
+			},
+		}
+		s.create(st)
+		t.Cleanup(func() { _ = suite.k8s.Delete(t.Context(), st) })
+		s.eventually(st, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(st.Status.LastHealthyRevision).To(HavePrefix("1.0.0@sha256:"), ready(st).Message)
+		})
+		cm := &corev1.ConfigMap{}
+		object(g, s.app, "shop", cm)
+		g.Expect(cm.Data).To(HaveKeyWithValue("version", "1.0.0"))
+		diff := s.cli(60*time.Second, "diff", "--target", "shop", "-n", s.ns)
+		g.Expect(diff.code).To(Equal(0), "nothing to change: %s", diff.String())
+
+		publish("1.1.0")
+		start := time.Now()
+		s.eventually(st, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(st.Status.LastHealthyRevision).To(HavePrefix("1.1.0@sha256:"), ready(st).Message)
+		})
+		s.latency("chart published → healthy", time.Since(start))
+		object(g, s.app, "shop", cm)
+		g.Expect(cm.Data).To(HaveKeyWithValue("version", "1.1.0"))
 	})
 }
