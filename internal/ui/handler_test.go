@@ -364,7 +364,7 @@ func TestChartTargets(t *testing.T) {
 	body := rec.Body.String()
 	g.Expect(body).To(ContainSubstring(`<dt>Chart<dd><code class="chart-name">podinfo</code> from <code class="chart-repo">https://charts.example.com/stable</code> · version <code class="chart-version">&gt;=6.5 &lt;7</code>`))
 	g.Expect(body).To(ContainSubstring(`<dt>Deployed chart<dd><code title="6.5.1@sha256:` + chartDigest + `">6.5.1 · sha256:0123456</code>`))
-	g.Expect(body).To(ContainSubstring(`<code title="6.5.0@sha256:2` + chartDigest[1:] + `">6.5.0 · sha256:2123456</code>`), "the history")
+	g.Expect(body).To(ContainSubstring(`<code title="6.5.0@sha256:2`+chartDigest[1:]+`">6.5.0 · sha256:2123456</code>`), "the history")
 	g.Expect(body).NotTo(ContainSubstring("<dt>Source"))
 	g.Expect(body).NotTo(ContainSubstring(`data-action="rollback"`), "a rollback pins a Git commit")
 	g.Expect(body).NotTo(ContainSubstring("chart-pa55"))
