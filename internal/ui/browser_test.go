@@ -95,5 +95,8 @@ func TestChartTargetInTheBrowser(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(text).NotTo(ContainSubstring("chart-pa55"))
 	g.Expect(text).NotTo(ContainSubstring("values-s3cret"))
+	pending, err := chromedp.Run(ctx, chromedp.Poll[string](`document.querySelector("#diff").innerText || null`, chromedp.WithPollingTimeout(10*time.Second)))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pending).To(ContainSubstring("the pending diff of a chart of a chart repository is not shown yet"))
 	browsertest.Screenshot(t, ctx, "memory-target-chart")
 }

@@ -43,6 +43,12 @@ func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, "diff", v)
 		return
 	}
+	if st.IsChart() {
+		// diff.Pending fetches Git sources only.
+		v.Error = "the pending diff of a chart of a chart repository is not shown yet"
+		s.render(w, r, "diff", v)
+		return
+	}
 	res, rev, err := diff.Pending(r.Context(), s.client, st, st.Status.LastFetchedRevision)
 	if rev.Commit != "" {
 		v.Revision = revisionOf(st, rev.String())
