@@ -49,7 +49,7 @@ The exit code is 1 when a test failed.`,
 		ValidArgsFunction: completeSyncTargets(&o.cli),
 	}
 	o.cli.BindFlags(cmd.Flags(), false)
-	cmd.Flags().DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on fetching, rendering and running every test")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on running every test, from the start of the first")
 	return cmd
 }
 
@@ -65,8 +65,7 @@ func (o *chartTestOptions) run(cmd *cobra.Command, name string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
-	defer cancel()
+	ctx := cmd.Context()
 	st := &convergev1.SyncTarget{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, st); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -82,6 +81,8 @@ func (o *chartTestOptions) run(cmd *cobra.Command, name string) error {
 		_, err := fmt.Fprintf(cmd.OutOrStdout(), "SyncTarget %s/%s: the chart has no tests\n", ns, name)
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
 	return runChartTests(ctx, c, cmd.OutOrStdout(), tests)
 }
 

@@ -104,6 +104,15 @@ func TestChartTest(t *testing.T) {
 		g.Expect(a.c.Get(ctx, client.ObjectKey{Namespace: "team-t", Name: "fail-test-fail"}, &corev1.Pod{})).To(Succeed())
 	})
 
+	t.Run("timeout", func(t *testing.T) {
+		g := NewWithT(t)
+		// No kubelet sets the phase: the test Pod runs until --timeout.
+		stdout, stderr, code := cliRun(ctx, a.kubeconfig, "test", "pass", "-n", "team-t", "--timeout", "2s")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stdout).To(MatchRegexp(`Pod/pass-test-ok +Failed +[0-9.]+m?s +timed out \(--timeout\)\n$`))
+		g.Expect(stderr).To(Equal("converge: 1 of 1 tests failed\n"))
+	})
+
 	t.Run("refusals", func(t *testing.T) { chartTestRefusals(t, a) })
 }
 
