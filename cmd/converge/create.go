@@ -64,7 +64,20 @@ type createSyncTargetOptions struct {
 	interval, timeout                         time.Duration
 	prune                                     bool
 	dependsOn                                 []string
+	chart                                     chartFlags
 }
+
+// chartFlags are the flags of `converge create synctarget` for a Helm chart: one of a
+// chart repository (spec.chart), and how it renders (spec.helm).
+type chartFlags struct {
+	repository, name, version, secret string
+	releaseName, crds                 string
+	values, valuesFrom                []string
+	helm                              bool
+}
+
+// maxValuesFile bounds a --values file read into spec.helm.values.
+const maxValuesFile = 1 << 20
 
 func newCreateSyncTargetCommand() *cobra.Command {
 	o := &createSyncTargetOptions{}
@@ -78,10 +91,20 @@ server-side apply it as "` + cliFieldManager + `":
 running the command again with other flags updates the SyncTarget, and a flag left out is unset.
 An invalid SyncTarget is refused and nothing is sent to the cluster.
 
---export prints the SyncTarget as YAML instead, for committing to Git.`,
+--export prints the SyncTarget as YAML instead, for committing to Git.
+
+A Helm chart of a chart repository (https:// serving index.yaml, or oci://) is followed with
+--chart-repository and --chart instead of --url; --interval and --schedule then poll the
+chart repository. A chart kept in Git is --url with a --path holding its Chart.yaml; --helm
+says so (any Helm flag implies it). --values files are read here, on this machine, and
+merged in order into spec.helm.values, stored in the SyncTarget in clear text: keep secret
+values in a Secret and name it with --values-from instead.`,
 		Example: `  converge create synctarget shop --url https://github.com/acme/shop --branch main --path deploy --prune
   converge create st shop --url git@github.com:acme/shop.git --semver '>=1.0.0 <2.0.0' --secret-ref shop-git
-  converge create st shop --url https://github.com/acme/shop --tag v1.2.3 --export > shop.yaml`,
+  converge create st shop --url https://github.com/acme/shop --tag v1.2.3 --export > shop.yaml
+  converge create st podinfo --chart-repository oci://ghcr.io/stefanprodan/charts --chart podinfo \
+      --chart-version '>=6.5 <7' --values prod-values.yaml --values-from secret/podinfo-secrets:values.yaml
+  converge create st shop --url https://github.com/acme/shop --branch main --path charts/shop --helm --crds Skip`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd, args[0])
@@ -112,6 +135,22 @@ func (o *createSyncTargetOptions) bindFlags(cmd *cobra.Command) {
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound on applying and health checking one revision (default 5m)")
 	fs.StringVar(&o.serviceAccount, "service-account", "", "service account impersonated for every apply and prune")
 	fs.StringVar(&o.maxDeletions, "max-deletions", "", "most objects one revision may prune: a count or a percentage such as 25%")
+	o.chart.bindFlags(cmd)
+}
+
+func (c *chartFlags) bindFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&c.repository, "chart-repository", "", "URL of a chart repository (https:// with index.yaml, or oci://), instead of --url")
+	fs.StringVar(&c.name, "chart", "", "name of the chart in --chart-repository")
+	fs.StringVar(&c.version, "chart-version", "", "exact chart version or semver range (default: the newest)")
+	fs.StringVar(&c.secret, "chart-secret", "", "Secret with the credentials of the chart repository")
+	fs.BoolVar(&c.helm, "helm", false, "render --path as a Helm chart kept in Git (set by any other Helm flag)")
+	fs.StringVar(&c.releaseName, "release-name", "", "Helm release name (default: the SyncTarget's name)")
+	fs.StringArrayVar(&c.values, "values", nil,
+		"local YAML values file, read now and merged in order into spec.helm.values (stored in clear text); repeatable")
+	fs.StringArrayVar(&c.valuesFrom, "values-from", nil,
+		"values from a ConfigMap or Secret of the namespace, KIND/NAME[:KEY] (KEY default values.yaml); repeatable")
+	fs.StringVar(&c.crds, "crds", "", "what happens to the chart's crds/: CreateReplace (default), Create or Skip")
 }
 
 func (o *createSyncTargetOptions) run(cmd *cobra.Command, name string) error {
@@ -147,12 +186,8 @@ func (o *createSyncTargetOptions) syncTarget(cmd *cobra.Command, ns, name string
 		TypeMeta:   metav1.TypeMeta{APIVersion: convergev1.GroupVersion.String(), Kind: convergev1.SyncTargetKind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 	}
-	src := &st.Spec.Source
-	src.URL, src.Schedule = o.url, convergev1.CronSchedule(o.schedule)
-	src.Ref = convergev1.GitRef{Branch: o.branch, Tag: o.tag, SemVer: o.semver, Commit: o.commit, Name: o.refName}
-	src.SecretRef, src.WebhookSecretRef = localRef(o.secretRef), localRef(o.webhookSecretRef)
-	if cmd.Flags().Changed("interval") {
-		src.Interval = &metav1.Duration{Duration: o.interval}
+	if err := o.source(cmd, &st.Spec); err != nil {
+		return nil, err
 	}
 	if cmd.Flags().Changed("timeout") {
 		st.Spec.Timeout = &metav1.Duration{Duration: o.timeout}
@@ -171,6 +206,116 @@ func (o *createSyncTargetOptions) syncTarget(cmd *cobra.Command, ns, name string
 		st.Spec.DependsOn = append(st.Spec.DependsOn, ref)
 	}
 	return st, nil
+}
+
+// source sets spec.source, or spec.chart when a chart flag is given (the polls of
+// --interval and --schedule go to the one set), and spec.helm.
+func (o *createSyncTargetOptions) source(cmd *cobra.Command, spec *convergev1.SyncTargetSpec) error {
+	var interval *metav1.Duration
+	if cmd.Flags().Changed("interval") {
+		interval = &metav1.Duration{Duration: o.interval}
+	}
+	helm, err := o.chart.helmSpec()
+	if err != nil {
+		return err
+	}
+	spec.Helm = helm
+	c := o.chart
+	if c.repository != "" || c.name != "" || c.version != "" || c.secret != "" {
+		spec.Chart = &convergev1.ChartSource{Repository: c.repository, Name: c.name, Version: c.version,
+			SecretRef: localRef(c.secret), Interval: interval, Schedule: convergev1.CronSchedule(o.schedule)}
+		if o.url != "" || o.secretRef != "" || o.webhookSecretRef != "" {
+			return usageError(fmt.Errorf("--chart-repository and --chart follow a chart repository: --url, --secret-ref and --webhook-secret-ref are for Git"))
+		}
+		return nil
+	}
+	src := &spec.Source
+	src.URL, src.Schedule, src.Interval = o.url, convergev1.CronSchedule(o.schedule), interval
+	src.Ref = convergev1.GitRef{Branch: o.branch, Tag: o.tag, SemVer: o.semver, Commit: o.commit, Name: o.refName}
+	src.SecretRef, src.WebhookSecretRef = localRef(o.secretRef), localRef(o.webhookSecretRef)
+	return nil
+}
+
+// helmSpec is spec.helm as the Helm flags describe it: nil when none is given.
+func (c *chartFlags) helmSpec() (*convergev1.HelmSpec, error) {
+	if !c.helm && c.releaseName == "" && c.crds == "" && len(c.values) == 0 && len(c.valuesFrom) == 0 {
+		return nil, nil
+	}
+	h := &convergev1.HelmSpec{ReleaseName: c.releaseName, CRDs: convergev1.CRDPolicy(c.crds)}
+	for _, s := range c.valuesFrom {
+		ref, err := parseValuesFrom(s)
+		if err != nil {
+			return nil, err
+		}
+		h.ValuesFrom = append(h.ValuesFrom, ref)
+	}
+	values, err := readValues(c.values)
+	if err != nil || values == nil {
+		return h, err
+	}
+	raw, err := json.Marshal(values)
+	if err != nil {
+		return nil, err
+	}
+	h.Values = &apiextensionsv1.JSON{Raw: raw}
+	return h, nil
+}
+
+// parseValuesFrom reads KIND/NAME[:KEY]; KIND is ConfigMap or Secret, in any case.
+func parseValuesFrom(s string) (convergev1.ValuesReference, error) {
+	kindName, key, _ := strings.Cut(s, ":")
+	kind, name, ok := strings.Cut(kindName, "/")
+	kinds := map[string]string{"configmap": "ConfigMap", "cm": "ConfigMap", "secret": "Secret"}
+	if !ok || kinds[strings.ToLower(kind)] == "" || name == "" || strings.HasSuffix(s, ":") {
+		return convergev1.ValuesReference{}, usageError(fmt.Errorf("--values-from %q: want KIND/NAME[:KEY], KIND ConfigMap or Secret", s))
+	}
+	return convergev1.ValuesReference{Kind: kinds[strings.ToLower(kind)], Name: name, ValuesKey: key}, nil
+}
+
+// readValues reads YAML values files and merges them in order, as helm -f does: maps
+// merge key by key, any other value of a later file replaces the earlier one.
+func readValues(files []string) (map[string]any, error) {
+	var out map[string]any
+	for _, file := range files {
+		b, err := readBounded(file, maxValuesFile)
+		if err != nil {
+			return nil, usageError(fmt.Errorf("--values %s: %w", file, err))
+		}
+		var values map[string]any
+		if err := yaml.Unmarshal(b, &values); err != nil {
+			return nil, usageError(fmt.Errorf("--values %s: not a YAML map of values: %w", file, err))
+		}
+		out = mergeValues(out, values)
+	}
+	return out, nil
+}
+
+func readBounded(file string, limit int64) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("larger than %d bytes", limit)
+	}
+	return b, err
+}
+
+func mergeValues(dst, src map[string]any) map[string]any {
+	if dst == nil {
+		dst = map[string]any{}
+	}
+	for k, v := range src {
+		sub, isMap := v.(map[string]any)
+		if old, ok := dst[k].(map[string]any); ok && isMap {
+			dst[k] = mergeValues(old, sub)
+			continue
+		}
+		dst[k] = v
+	}
+	return dst
 }
 
 // createNamespace is -n, else the namespace of the kubeconfig context; with --export, which

@@ -275,6 +275,8 @@ func TestCreateAgainstAPIServer(t *testing.T) {
 		g.Expect(st.Spec.Timeout.Duration.String()).To(Equal("5m0s"), "the CRD's defaults still apply")
 	})
 
+	t.Run("chart", func(t *testing.T) { createChartAgainstServer(t, a) })
+
 	t.Run("refused as the API server refuses, nothing applied", func(t *testing.T) { createRefusedLikeServer(t, a) })
 
 	t.Run("ssh secret", func(t *testing.T) {
@@ -354,4 +356,110 @@ func errorString(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
+}
+
+// TestCreateChartExport: a chart of a chart repository exports spec.chart and spec.helm,
+// the values files merged in order, and no source at all; a chart in Git exports spec.helm.
+func TestCreateChartExport(t *testing.T) {
+	dir := t.TempDir()
+	base, prod := filepath.Join(dir, "base.yaml"), filepath.Join(dir, "prod.yaml")
+	writeFile(t, base, "replicaCount: 2\nimage:\n  tag: \"6.5\"\n  pullPolicy: Always\n")
+	writeFile(t, prod, "image:\n  tag: \"6.6\"\ningress: {enabled: true}\n")
+	for name, args := range map[string][]string{
+		"synctarget-chart.yaml": {"--chart-repository", "oci://ghcr.io/stefanprodan/charts", "--chart", "podinfo",
+			"--chart-version", ">=6.5 <7", "--chart-secret", "ghcr", "--interval", "10m", "--release-name", "web",
+			"--values", base, "--values", prod, "--values-from", "secret/podinfo-secrets:values.yaml",
+			"--values-from", "ConfigMap/podinfo-defaults", "--crds", "Create"},
+		"synctarget-chart-in-git.yaml": {"--url", "https://github.com/acme/shop", "--branch", "main",
+			"--path", "charts/shop", "--helm"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			out, errOut, code := createRun(append([]string{"create", "synctarget", "shop", "-n", "team-a", "--export"}, args...)...)
+			g.Expect(code).To(Equal(0), errOut)
+			stGolden(t, filepath.Join("create", name), out)
+			var st convergev1.SyncTarget
+			g.Expect(yaml.UnmarshalStrict([]byte(out), &st)).To(Succeed())
+			g.Expect(st.Spec.Helm).NotTo(BeNil())
+			if st.IsChart() {
+				g.Expect(out).NotTo(ContainSubstring("source:"))
+				g.Expect(string(st.Spec.Helm.Values.Raw)).To(Equal(
+					`{"image":{"pullPolicy":"Always","tag":"6.6"},"ingress":{"enabled":true},"replicaCount":2}`))
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCreateChartRefused: chart flags the command cannot express, or the CRD refuses, are
+// refused with exit code 2 and nothing printed.
+func TestCreateChartRefused(t *testing.T) {
+	dir := t.TempDir()
+	list := filepath.Join(dir, "list.yaml")
+	writeFile(t, list, "- a\n- b\n")
+	chart := []string{"--chart-repository", "https://charts.example.com", "--chart", "shop"}
+	with := func(more ...string) []string { return append(append([]string{}, chart...), more...) }
+	const invalid = `SyncTarget.converge.dev "shop" is invalid: `
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "chart and url", args: with("--url", "https://github.com/acme/shop"),
+			want: "--chart-repository and --chart follow a chart repository: --url, --secret-ref and --webhook-secret-ref are for Git"},
+		{name: "values-from without a kind", args: with("--values-from", "shop-values"),
+			want: `--values-from "shop-values": want KIND/NAME[:KEY], KIND ConfigMap or Secret`},
+		{name: "values-from of a Deployment", args: with("--values-from", "deployment/shop"),
+			want: `--values-from "deployment/shop": want KIND/NAME[:KEY], KIND ConfigMap or Secret`},
+		{name: "missing values file", args: with("--values", filepath.Join(dir, "none.yaml")),
+			want: "--values " + filepath.Join(dir, "none.yaml") + ": open " + filepath.Join(dir, "none.yaml") + ": no such file or directory"},
+		{name: "values file not a map", args: with("--values", list),
+			want: "--values " + list + ": not a YAML map of values: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]interface {}"},
+		{name: "chart without repository", args: []string{"--chart", "shop"},
+			want: invalid + `spec.chart.repository: Invalid value: "": must be an https://, http:// or oci:// URL`},
+		{name: "chart with a path", args: with("--path", "deploy"),
+			want: invalid + "spec: Invalid value: path applies to a Git source, not to a chart"},
+		{name: "bad repository", args: []string{"--chart-repository", "ftp://charts.example.com", "--chart", "shop"},
+			want: invalid + `spec.chart.repository: Invalid value: "ftp://charts.example.com": must be an https://, http:// or oci:// URL`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			out, errOut, code := createRun(append([]string{"create", "st", "shop", "-n", "team-a", "--export"}, tc.args...)...)
+			g.Expect(code).To(Equal(2), errOut)
+			g.Expect(out).To(BeEmpty())
+			g.Expect(errOut).To(Equal("converge: " + tc.want + "\n"))
+		})
+	}
+}
+
+// createChartAgainstServer: a chart SyncTarget applied by the CLI is accepted by the API
+// server as it is, with no spec.source; switching it to Git drops spec.chart.
+func createChartAgainstServer(t *testing.T, a *apiServer) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	_, errOut, code := cliRun(ctx, a.kubeconfig, "create", "st", "podinfo", "-n", "team-a",
+		"--chart-repository", "oci://ghcr.io/stefanprodan/charts", "--chart", "podinfo", "--chart-version", "6.5.x",
+		"--values-from", "secret/podinfo-values")
+	g.Expect(code).To(Equal(0), errOut)
+	st := &convergev1.SyncTarget{}
+	g.Expect(a.c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "podinfo"}, st)).To(Succeed())
+	g.Expect(st.Spec.Chart).NotTo(BeNil())
+	g.Expect(st.Spec.Chart.Version).To(Equal("6.5.x"))
+	g.Expect(st.Spec.Source.URL).To(BeEmpty())
+	g.Expect(st.Spec.Helm.ValuesFrom).To(Equal([]convergev1.ValuesReference{{Kind: "Secret", Name: "podinfo-values"}}))
+	g.Expect(st.CRDPolicy()).To(Equal(convergev1.CRDsCreateReplace))
+
+	_, errOut, code = cliRun(ctx, a.kubeconfig, "create", "st", "podinfo", "-n", "team-a",
+		"--url", "https://github.com/acme/podinfo", "--branch", "main", "--path", "charts/podinfo", "--helm")
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(a.c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "podinfo"}, st)).To(Succeed())
+	g.Expect(st.Spec.Chart).To(BeNil())
+	g.Expect(st.Spec.Source.URL).To(Equal("https://github.com/acme/podinfo"))
+	g.Expect(st.Spec.Helm).NotTo(BeNil())
 }

@@ -41,7 +41,7 @@ func newRootCommand() *cobra.Command {
 		newGetCommand(), newHistoryCommand(), newReconcileCommand(),
 		newRollbackCommand(), newResumeCommand(), newSuspendCommand(),
 		newInstallCommand(), newCreateCommand(), newBootstrapCommand(),
-		newUICommand(), newTreeCommand(), newConvertCommand())
+		newUICommand(), newTreeCommand(), newConvertCommand(), newChartTestCommand())
 	return root
 }
 

@@ -67,3 +67,39 @@ func within(ctx context.Context, actions ...chromedp.Action[chromedp.Void]) erro
 	defer cancel()
 	return chromedp.Do(ctx, actions...)
 }
+
+// TestChartTargetInTheBrowser shows the page of a SyncTarget of a chart repository in
+// Chromium: the chart and the deployed chart version where a Git source shows its URL and
+// commit, and neither the repository's credentials nor the values.
+func TestChartTargetInTheBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	g := NewWithT(t)
+	inGit := fakeTarget("shop", "api", true)
+	inGit.Spec.Path, inGit.Spec.Helm = "charts/api", &convergev1.HelmSpec{}
+	s, _ := testServer(t, []convergev1.SyncTarget{fakeChartTarget("shop", "web"), inGit, fakeTarget("shop", "db", true)},
+		[]corev1.Event{fakeEvent("shop", "web", "Succeeded", "applied revision 6.5.1@sha256:"+chartDigest)}, nil)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+
+	ctx := browsertest.New(t)
+	g.Expect(chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#targets")))).To(Succeed())
+	browsertest.Screenshot(t, ctx, "memory-overview-charts")
+	g.Expect(chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/targets/shop/web"), chromedp.WaitVisible(chromedp.CSS(".timeline")))).To(Succeed())
+	spec, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("dl.spec").innerText`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(spec).To(ContainSubstring("podinfo from https://charts.example.com/stable · version >=6.5 <7"))
+	g.Expect(spec).To(ContainSubstring("6.5.1 · sha256:0123456"))
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(text).NotTo(ContainSubstring("chart-pa55"))
+	g.Expect(text).NotTo(ContainSubstring("values-s3cret"))
+	// The pending diff fetches the chart as the daemon would: this repository is not
+	// there, and what the page says of it shows no credentials.
+	pending, err := chromedp.Run(ctx, chromedp.Poll[string](`document.querySelector("#diff").innerText || null`, chromedp.WithPollingTimeout(30*time.Second)))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pending).To(ContainSubstring("charts.example.com"))
+	g.Expect(pending).NotTo(ContainSubstring("chart-pa55"))
+	browsertest.Screenshot(t, ctx, "memory-target-chart")
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -67,3 +68,24 @@ func fakeTargets(n int) []convergev1.SyncTarget {
 }
 
 func metaNS(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+
+// chartDigest is the digest of a chart version in fakeChartTarget's revisions.
+const chartDigest = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// fakeChartTarget is a SyncTarget of a chart repository after some syncs: its repository
+// URL carries credentials and its values a secret, neither of which may be shown.
+func fakeChartTarget(ns, name string) convergev1.SyncTarget {
+	st := fakeTarget(ns, name, true)
+	st.Spec.Source = convergev1.GitSource{}
+	st.Spec.Chart = &convergev1.ChartSource{Repository: "https://robot:chart-pa55@charts.example.com/stable",
+		Name: "podinfo", Version: ">=6.5 <7"}
+	st.Spec.Helm = &convergev1.HelmSpec{ReleaseName: "web",
+		Values: &apiextensionsv1.JSON{Raw: []byte(`{"auth":{"password":"values-s3cret"}}`)}}
+	applied := "6.5.1@sha256:" + chartDigest
+	st.Status.LastAppliedRevision, st.Status.LastFetchedRevision = applied, applied
+	st.Status.Conditions[0].Message = "applied revision " + applied + ": 3 unchanged"
+	for i := range st.Status.History {
+		st.Status.History[i].Revision = fmt.Sprintf("6.5.%d@sha256:%d%s", 2-i, i, chartDigest[1:])
+	}
+	return st
+}

@@ -349,3 +349,41 @@ func TestHistoryOffersEachOtherCommitOnce(t *testing.T) {
 	}
 	g.Expect(offered).To(Equal([]string{sha(2)[:7], sha(3)[:7]}))
 }
+
+// TestChartTargets: a SyncTarget of a chart repository shows its chart (repository without
+// credentials, name, version constraint) and the chart version deployed with a short
+// digest, never its values; a chart in Git shows where the chart is.
+func TestChartTargets(t *testing.T) {
+	g := NewWithT(t)
+	inGit := fakeTarget("shop", "api", true)
+	inGit.Spec.Path, inGit.Spec.Helm = "charts/api", &convergev1.HelmSpec{}
+	s, _ := testServer(t, []convergev1.SyncTarget{fakeChartTarget("shop", "web"), inGit}, nil, nil)
+
+	rec := get(t, s, "/targets/shop/web")
+	g.Expect(rec.Code).To(Equal(http.StatusOK))
+	body := rec.Body.String()
+	g.Expect(body).To(ContainSubstring(`<dt>Chart<dd><code class="chart-name">podinfo</code> from <code class="chart-repo">https://charts.example.com/stable</code> · version <code class="chart-version">&gt;=6.5 &lt;7</code>`))
+	g.Expect(body).To(ContainSubstring(`<dt>Deployed chart<dd><code title="6.5.1@sha256:` + chartDigest + `">6.5.1 · sha256:0123456</code>`))
+	g.Expect(body).To(ContainSubstring(`<code title="6.5.0@sha256:2`+chartDigest[1:]+`">6.5.0 · sha256:2123456</code>`), "the history")
+	g.Expect(body).NotTo(ContainSubstring("<dt>Source"))
+	g.Expect(body).NotTo(ContainSubstring(`data-action="rollback"`), "a rollback pins a Git commit")
+	g.Expect(body).NotTo(ContainSubstring("chart-pa55"))
+	g.Expect(body).NotTo(ContainSubstring("values-s3cret"))
+	g.Expect(body).NotTo(ContainSubstring("auth"))
+
+	rec = get(t, s, "/targets/shop/api")
+	g.Expect(rec.Code).To(Equal(http.StatusOK))
+	g.Expect(rec.Body.String()).To(ContainSubstring(`<code>https://github.com/acme/api.git</code> · branch main · <span class="helm">Helm chart at charts/api</span>`))
+
+	rec = get(t, s, "/")
+	g.Expect(rec.Code).To(Equal(http.StatusOK))
+	body = rec.Body.String()
+	g.Expect(body).To(ContainSubstring(`<small class="src">chart podinfo &gt;=6.5 &lt;7 · https://charts.example.com/stable</small>`))
+	g.Expect(body).To(ContainSubstring(`<small class="src">Helm chart at charts/api</small>`))
+	g.Expect(body).To(ContainSubstring(`<code>6.5.1 · sha256:0123456</code>`))
+	g.Expect(body).NotTo(ContainSubstring("chart-pa55"))
+
+	rec = get(t, s, "/?q=podinfo")
+	g.Expect(rec.Body.String()).To(ContainSubstring(`href="/targets/shop/web"`))
+	g.Expect(rec.Body.String()).NotTo(ContainSubstring(`href="/targets/shop/api"`))
+}

@@ -43,7 +43,7 @@ func (f filter) matches(st *convergev1.SyncTarget, state string) bool {
 		return true
 	}
 	q := strings.ToLower(f.Query)
-	for _, s := range []string{st.Namespace + "/" + st.Name, message(st), st.Spec.Source.URL} {
+	for _, s := range []string{st.Namespace + "/" + st.Name, message(st), st.Spec.Source.URL, sourceSummary(st)} {
 		if strings.Contains(strings.ToLower(s), q) {
 			return true
 		}
@@ -59,6 +59,8 @@ type row struct {
 	Revision        revisionView
 	LastSync        timeView
 	Message         string
+	// Source is what it deploys when that is a Helm chart, else empty.
+	Source string
 }
 
 func rowOf(st *convergev1.SyncTarget, now time.Time) row {
@@ -69,6 +71,7 @@ func rowOf(st *convergev1.SyncTarget, now time.Time) row {
 		Revision: revisionOf(st, st.Status.LastAppliedRevision),
 		LastSync: timeOf(lastSync(st), now),
 		Message:  tableMessage(message(st), maxMessage),
+		Source:   sourceSummary(st),
 	}
 }
 

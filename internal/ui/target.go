@@ -45,9 +45,13 @@ type eventView struct {
 type targetPage struct {
 	Namespace, Name string
 	URL, Ref, Path  string
-	Pinned          string
-	Suspended       bool
-	Live            *targetLive
+	// Chart is the chart of spec.chart (URL, Ref and Path are then empty); Helm says
+	// where a chart kept in Git is.
+	Chart     *chartView
+	Helm      string
+	Pinned    string
+	Suspended bool
+	Live      *targetLive
 }
 
 // targetLive is the part of the target page that follows the cluster.
@@ -73,7 +77,11 @@ func (s *Server) target(ctx context.Context, key client.ObjectKey) (*targetPage,
 		return nil, err
 	}
 	p := &targetPage{Namespace: st.Namespace, Name: st.Name, URL: sources.RedactURL(st.Spec.Source.URL),
-		Ref: actions.DescribeRef(st.Spec.Source.Ref), Path: st.Spec.Path, Suspended: st.Spec.Suspend, Live: live}
+		Ref: actions.DescribeRef(st.Spec.Source.Ref), Path: st.Spec.Path, Suspended: st.Spec.Suspend, Live: live,
+		Chart: chartOf(st)}
+	if st.Spec.Helm != nil && p.Chart == nil {
+		p.Helm = helmInGit(st)
+	}
 	if raw, ok := st.Annotations[actions.PinnedFromAnnotation]; ok {
 		if ref, err := actions.ParsePinnedFrom(raw); err == nil {
 			p.Pinned = actions.DescribeRef(ref)
@@ -115,7 +123,8 @@ func (s *Server) targetLive(ctx context.Context, st *convergev1.SyncTarget) (*ta
 }
 
 // historyOf is the timeline, newest first; every commit but the applied one can be
-// rolled back to, from its newest entry.
+// rolled back to, from its newest entry. A rollback pins a Git commit: a chart of a
+// chart repository is not offered one.
 func historyOf(st *convergev1.SyncTarget, now time.Time) []historyEntry {
 	seen := map[string]bool{commitOf(st.Status.LastAppliedRevision): true}
 	var out []historyEntry
@@ -125,7 +134,7 @@ func historyOf(st *convergev1.SyncTarget, now time.Time) []historyEntry {
 			Revision: revisionOf(st, e.Revision), Result: string(e.Result),
 			Started: timeOf(e.StartedAt.Time, now), Duration: durationText(e),
 			Created: e.Created, Configured: e.Configured, Deleted: e.Deleted, Message: e.Message,
-			Rollback: commit != "" && !seen[commit] && !st.Spec.Suspend,
+			Rollback: commit != "" && !seen[commit] && !st.Spec.Suspend && !st.IsChart(),
 		})
 		seen[commit] = true
 	}

@@ -58,6 +58,10 @@ func revisionOf(st *convergev1.SyncTarget, rev string) revisionView {
 	if err != nil {
 		return revisionView{Full: rev, Short: rev}
 	}
+	if st.IsChart() {
+		// "<version>@sha256:<hex>": the chart version and its digest, shortened.
+		return revisionView{Full: rev, Short: r.Ref + " · sha256:" + r.Commit[:min(len(r.Commit), 7)]}
+	}
 	short := r.Commit
 	if len(short) > 7 {
 		short = short[:7]
@@ -155,4 +159,48 @@ func durationText(e convergev1.HistoryEntry) string {
 		return fmt.Sprintf("%.1fs", d.Seconds())
 	}
 	return duration.HumanDuration(d)
+}
+
+// chartView is the chart a SyncTarget follows in a chart repository: never its values,
+// which may hold secrets, nor the credentials of its repository URL.
+type chartView struct {
+	Repository, Name, Version, Digest string
+}
+
+// chartOf is the chart of spec.chart, or nil for a Git source.
+func chartOf(st *convergev1.SyncTarget) *chartView {
+	c := st.Spec.Chart
+	if c == nil {
+		return nil
+	}
+	v := &chartView{Repository: sources.RedactURL(c.Repository), Name: c.Name, Version: c.Version, Digest: c.Digest}
+	if v.Version == "" && v.Digest == "" {
+		v.Version = "* (newest)"
+	}
+	return v
+}
+
+// sourceSummary is one line saying what a SyncTarget deploys, for the overview: the chart
+// of a chart repository, a Helm chart in Git, or nothing for plain manifests.
+func sourceSummary(st *convergev1.SyncTarget) string {
+	if c := chartOf(st); c != nil {
+		version := c.Version
+		if c.Digest != "" {
+			version = c.Digest
+		}
+		return "chart " + c.Name + " " + version + " · " + c.Repository
+	}
+	if st.Spec.Helm != nil {
+		return helmInGit(st)
+	}
+	return ""
+}
+
+// helmInGit says where the Helm chart of a Git source is.
+func helmInGit(st *convergev1.SyncTarget) string {
+	path := st.Spec.Path
+	if path == "" {
+		path = "the repository root"
+	}
+	return "Helm chart at " + path
 }
