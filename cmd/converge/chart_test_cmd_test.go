@@ -195,4 +195,3 @@ func chartTestRefusals(t *testing.T, a *apiServer) {
 	}
 }
 
-const sha256Hex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
