@@ -194,4 +194,3 @@ func chartTestRefusals(t *testing.T, a *apiServer) {
 		g.Expect(stderr).To(Equal(want), name)
 	}
 }
-

@@ -125,6 +125,7 @@ func runHook(ctx context.Context, c client.Client, h *unstructured.Unstructured)
 			return err
 		}
 	}
+	//nolint:staticcheck // client.Apply as a patch type, as sync/apply applies unstructured objects
 	if err := c.Patch(ctx, h, client.Apply, client.ForceOwnership, client.FieldOwner(apply.FieldManager)); err != nil {
 		return err
 	}
@@ -174,7 +175,8 @@ func deleteHookObjects(ctx context.Context, c client.Client, h *unstructured.Uns
 // done once applied, as in Helm.
 func waitHook(ctx context.Context, c client.Client, h *unstructured.Unstructured) error {
 	kind := h.GroupVersionKind().GroupKind()
-	if kind.String() != "Job.batch" && !(kind.Group == "" && kind.Kind == "Pod") {
+	isPod := kind.Group == "" && kind.Kind == "Pod"
+	if kind.String() != "Job.batch" && !isPod {
 		return nil
 	}
 	return wait.PollUntilContextCancel(ctx, hookPoll, true, func(ctx context.Context) (bool, error) {

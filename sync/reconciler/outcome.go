@@ -88,15 +88,7 @@ func classify(p phase, err error) failure {
 			f.then = retry // the credentials Secret could not be read (yet)
 		}
 	case phaseCheckout:
-		f.reason, f.then = convergev1.FetchFailedReason, retry
-		switch {
-		case errors.Is(err, sources.ErrInvalidSource):
-			f.then = stall
-		case errors.Is(err, sources.ErrLimitExceeded):
-			f.then = failRevision // the commit is too large: it will not shrink
-		case errors.Is(err, charts.ErrBadArchive):
-			f.then = failRevision // a hostile or broken chart archive: this version will not mend
-		}
+		f.reason, f.then = convergev1.FetchFailedReason, classifyCheckout(err)
 	case phaseVerify:
 		f.reason, f.then = convergev1.VerificationFailedReason, classifyVerify(err)
 	case phaseRender:
@@ -133,6 +125,19 @@ func classify(p phase, err error) failure {
 		f.reason, f.then = convergev1.ApplyFailedReason, retry
 	}
 	return f
+}
+
+// classifyCheckout is classify for phaseCheckout: a source that cannot work stalls, a
+// revision too large or a chart archive that is hostile or broken is refused (it will not
+// mend), anything else is retried.
+func classifyCheckout(err error) then {
+	switch {
+	case errors.Is(err, sources.ErrInvalidSource):
+		return stall
+	case errors.Is(err, sources.ErrLimitExceeded), errors.Is(err, charts.ErrBadArchive):
+		return failRevision
+	}
+	return retry
 }
 
 // transientAPIError reports whether err is the API server (or the way to it) failing

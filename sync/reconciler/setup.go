@@ -79,13 +79,9 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 	if err != nil {
 		return nil, err
 	}
-	var drifts *drift.Watcher
-	if !o.DisableDriftWatch {
-		md, err := metadata.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		drifts = drift.NewWatcher(ctx, md, mgr.GetRESTMapper())
+	drifts, err := newDriftWatcher(ctx, mgr, o.DisableDriftWatch)
+	if err != nil {
+		return nil, err
 	}
 	clusters := remote.NewClusters(remote.Options{Secrets: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		AllowLoopback: o.AllowLoopbackClusters})
@@ -136,4 +132,16 @@ func newChartFetcher(mgr ctrl.Manager, dir string, wake chan event.GenericEvent)
 	}
 	f := &ChartFetcher{Reader: mgr.GetAPIReader(), Client: &charts.Client{CacheDir: filepath.Clean(dir) + "-charts"}, Wake: wake}
 	return f, mgr.Add(f)
+}
+
+// newDriftWatcher makes the drift watcher of the daemon's cluster, nil when disabled.
+func newDriftWatcher(ctx context.Context, mgr ctrl.Manager, disabled bool) (*drift.Watcher, error) {
+	if disabled {
+		return nil, nil
+	}
+	md, err := metadata.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	return drift.NewWatcher(ctx, md, mgr.GetRESTMapper()), nil
 }
