@@ -139,3 +139,41 @@ func TestChartFromRepository(t *testing.T) {
 		g.Expect(cm.Data).To(HaveKeyWithValue("version", "1.1.0"))
 	})
 }
+
+// TestChartFromOCIRegistry: the daemon deploys a chart pushed to an OCI registry (in
+// process, on loopback), by version range, and moves to a version pushed later.
+func TestChartFromOCIRegistry(t *testing.T) {
+	run(t, 45, "Helm chart from an OCI registry", parallel, func(s *scenario) {
+		g := NewWithT(t)
+		reg := charttest.NewOCIRegistry()
+		t.Cleanup(reg.Close)
+		push := func(v string) {
+			b, err := charttest.Package("shop", charttest.Chart("shop", v))
+			g.Expect(err).NotTo(HaveOccurred())
+			_, err = reg.Push("shop", v, b)
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		push("2.0.0")
+		st := &convergev1.SyncTarget{
+			ObjectMeta: metav1.ObjectMeta{Name: "shop-oci", Namespace: s.ns},
+			Spec: convergev1.SyncTargetSpec{
+				Chart: &convergev1.ChartSource{Repository: reg.Repository(), Name: "shop", Version: "2.x",
+					Interval: &metav1.Duration{Duration: 2 * time.Second}},
+				Helm:            &convergev1.HelmSpec{ReleaseName: "shop-oci"},
+				TargetNamespace: s.app, Prune: true, Timeout: &metav1.Duration{Duration: 30 * time.Second},
+			},
+		}
+		s.create(st)
+		t.Cleanup(func() { _ = suite.k8s.Delete(t.Context(), st) })
+		s.eventually(st, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(st.Status.LastHealthyRevision).To(HavePrefix("2.0.0@sha256:"), ready(st).Message)
+		})
+		push("2.1.0")
+		s.eventually(st, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(st.Status.LastHealthyRevision).To(HavePrefix("2.1.0@sha256:"), ready(st).Message)
+		})
+		cm := &corev1.ConfigMap{}
+		object(g, s.app, "shop-oci", cm)
+		g.Expect(cm.Data).To(HaveKeyWithValue("version", "2.1.0"))
+	})
+}
