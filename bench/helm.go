@@ -129,10 +129,12 @@ func (b *Bench) gitHelmTargets(n int) (*helmTargets, error) {
 	return ht, nil
 }
 
+func helmName(i int) string { return fmt.Sprintf("helm-%04d", i) }
+
 func helmNames(n int) []string {
 	names := make([]string, n)
 	for i := range n {
-		names[i] = fmt.Sprintf("helm-%04d", i)
+		names[i] = helmName(i)
 	}
 	return names
 }
@@ -156,7 +158,17 @@ func (b *Bench) runHelm(ctx context.Context, n int) error {
 			return err
 		}
 	}
-	return nil
+	if !b.cfg.flux() {
+		return nil
+	}
+	// Flux follows the loopback chart repository: beside converge's figures from it, or
+	// from Git when those were not measured.
+	w := fmt.Sprintf("helm N=%d (%s)", n, helmSourceRepo)
+	if b.res.find(w, "create → all Ready") == nil {
+		w = fmt.Sprintf("helm N=%d (%s)", n, helmSourceGit)
+		b.res.Notes = append(b.res.Notes, "helm (git): the Flux column is Flux from a loopback HelmRepository (converge's chart-repository run was not measured).")
+	}
+	return b.runHelmFlux(ctx, n, w)
 }
 
 func (b *Bench) helmTargetsOf(ctx context.Context, source string, n int) (*helmTargets, error) {
