@@ -34,7 +34,7 @@ const (
 type helmRun struct {
 	ready, bump time.Duration
 	// sent is what the daemon's clients sent from create to all Ready; idle what they sent
-	// for one idle reconcile of every target.
+	// while reconciling every target once with nothing to do (idleReconciles reconciles).
 	sent, idle     requestCounts
 	idleReconciles float64
 }
@@ -220,12 +220,12 @@ func (b *Bench) runHelmSource(ctx context.Context, n int, ht *helmTargets, yaml 
 		if err != nil {
 			return fmt.Errorf("helm N=%d (%s) rep %d: %w", n, ht.source, rep+1, err)
 		}
-		b.logf("helm N=%d (%s) rep %d/%d: all Ready in %s, version bump → all Ready in %s, %.1f API requests sent per target (%s), idle reconcile: %.1f requests per target (%s)",
+		b.logf("helm N=%d (%s) rep %d/%d: all Ready in %s, version bump → all Ready in %s, %.1f API requests sent per target (%s), idle: %.0f reconciles, %.1f requests per reconcile (%s)",
 			n, ht.source, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.bump.Round(time.Millisecond),
-			r.sent.total()/float64(n), r.sent, r.idle.total()/float64(n), r.idle)
+			r.sent.total()/float64(n), r.sent, r.idleReconciles, r.idle.total()/r.idleReconciles, r.idle)
 		ready, bump = append(ready, r.ready.Seconds()), append(bump, r.bump.Seconds())
 		perTarget = append(perTarget, r.sent.total()/float64(n))
-		idle = append(idle, r.idle.total()/float64(n))
+		idle = append(idle, r.idle.total()/r.idleReconciles)
 		if err := b.deleteTargets(ctx, workloadHelm); err != nil {
 			return err
 		}
