@@ -26,12 +26,15 @@ import (
 const noChartFetcher = "fetches no charts from chart repositories"
 
 // packageChart packs podinfo at version as a chart archive, podinfo/ at its root, as
-// `helm package` would.
+// `helm package` would, without its kubeVersion constraint: the local control plane,
+// built from Go modules, reports v0.0.0-master, which Flux's helm-controller (asking the
+// API server) finds outside ">=1.23.0-0".
 func packageChart(version string) ([]byte, error) {
 	files, err := podinfoFiles("podinfo", version)
 	if err != nil {
 		return nil, err
 	}
+	files["podinfo/Chart.yaml"] = withoutKubeVersion(files["podinfo/Chart.yaml"])
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
@@ -51,6 +54,17 @@ func packageChart(version string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// withoutKubeVersion drops the kubeVersion: line of a Chart.yaml.
+func withoutKubeVersion(chartYAML string) string {
+	var out []string
+	for l := range strings.SplitSeq(chartYAML, "\n") {
+		if !strings.HasPrefix(l, "kubeVersion:") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // chartRepoHandler serves index.yaml and the archives of a chart repository.
