@@ -141,7 +141,7 @@ e2e: controlplane chromium ## Run the end-to-end suite: the real binary against 
 BENCH_BASELINES ?= flux
 
 .PHONY: flux
-flux: ## Build Flux's source-controller and kustomize-controller into bin/flux (cached): the bench baseline.
+flux: ## Build Flux's source-, kustomize- and helm-controller into bin/flux (cached): the bench baseline.
 	hack/flux.sh
 
 .PHONY: bench

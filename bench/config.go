@@ -17,9 +17,11 @@ const (
 	workloadChange = "change"
 	workloadDrift  = "drift"
 	workloadFetch  = "fetch"
+	workloadHelm   = "helm"
+	workloadFleet  = "fleet"
 )
 
-var allWorkloads = []string{workloadMany, workloadShards, workloadBig, workloadIdle, workloadChange, workloadDrift, workloadFetch}
+var allWorkloads = []string{workloadMany, workloadShards, workloadBig, workloadIdle, workloadChange, workloadDrift, workloadFetch, workloadHelm, workloadFleet}
 
 // Config says what to run and at which sizes. The program reads it from BENCH_* variables;
 // the smoke test sets tiny sizes directly.
@@ -31,6 +33,11 @@ type Config struct {
 	// ManyN lists the SyncTarget counts of the many workload (BENCH_N, default 100;
 	// a comma-separated list runs each).
 	ManyN []int
+	// HelmSources are the chart sources of the helm workload, run in turn (BENCH_HELM_SOURCE,
+	// comma-separated, default git): "git", the chart directory in a Git repository, and
+	// "repo", a loopback HTTP chart repository (spec.chart; skipped, and noted, when the
+	// daemon fetches no charts from chart repositories).
+	HelmSources []string
 	// ShardN is the SyncTarget count of the shards workload, split between two daemons
 	// (BENCH_SHARD_N, default 5000).
 	ShardN int
@@ -68,6 +75,7 @@ func DefaultConfig() Config {
 		Workloads:           slices.Clone(allWorkloads),
 		Reps:                3,
 		ManyN:               []int{100},
+		HelmSources:         []string{helmSourceGit},
 		ShardN:              5000,
 		BigConfigMaps:       1000,
 		BigDeployments:      100,
@@ -126,6 +134,17 @@ func ConfigFromEnv() (Config, error) {
 				return c, fmt.Errorf("BENCH_WORKLOADS: unknown workload %q (want some of %s)", w, strings.Join(allWorkloads, ","))
 			}
 			c.Workloads = append(c.Workloads, w)
+		}
+	}
+	if s := strings.TrimSpace(os.Getenv("BENCH_HELM_SOURCE")); s != "" {
+		c.HelmSources = nil
+		for f := range strings.SplitSeq(s, ",") {
+			switch f = strings.TrimSpace(f); f {
+			case helmSourceGit, helmSourceRepo:
+				c.HelmSources = append(c.HelmSources, f)
+			default:
+				return c, fmt.Errorf("BENCH_HELM_SOURCE: unknown chart source %q (want git, repo or both)", f)
+			}
 		}
 	}
 	if s, ok := os.LookupEnv("BENCH_OUT"); ok {

@@ -25,11 +25,20 @@ var (
 	kustomizationGVR = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
 )
 
-// flux is Flux's source-controller and kustomize-controller, run as local processes against
-// the benchmark's cluster: Flux's own binaries, built from its Go modules by `make flux`.
+// flux is Flux's source-controller and one of its appliers (kustomize-controller or
+// helm-controller), run as local processes against the benchmark's cluster: Flux's own
+// binaries, built from its Go modules by `make flux`.
 type flux struct {
-	source, kustomize *daemon
+	source, applier *daemon
+	storage         string
 }
+
+// fluxConcurrency is --concurrent of every Flux controller: converge serve's default
+// --concurrency, so that both reconcile as many objects at once.
+const fluxConcurrency = 20
+
+// fluxStorageRoot holds source-controller's artifact storage: tmpfs, Flux at its best.
+const fluxStorageRoot = "/dev/shm"
 
 // fluxBinary is the path of one of Flux's controllers.
 func (b *Bench) fluxBinary(name string) string {
@@ -60,9 +69,15 @@ func (b *Bench) setupFlux(ctx context.Context) error {
 	return nil
 }
 
-// startFlux starts both controllers with Flux's default flags, but for loopback ports and
-// no leader election, and waits until both report ready.
+// startFlux starts source-controller and kustomize-controller.
 func (b *Bench) startFlux(ctx context.Context, name string) (*flux, error) {
+	return b.startFluxWith(ctx, name, "kustomize-controller")
+}
+
+// startFluxWith starts source-controller and applier with Flux's default flags, but for
+// loopback ports, no leader election, --concurrent=fluxConcurrency and the artifact
+// storage on tmpfs, and waits until both report ready.
+func (b *Bench) startFluxWith(ctx context.Context, name, applier string) (*flux, error) {
 	var ports [5]int
 	for i := range ports {
 		p, err := freePort()
@@ -71,18 +86,20 @@ func (b *Bench) startFlux(ctx context.Context, name string) (*flux, error) {
 		}
 		ports[i] = p
 	}
-	storage := filepath.Join(b.work, "cache-flux-"+name)
-	if err := os.MkdirAll(storage, 0o755); err != nil {
+	storage, err := os.MkdirTemp(fluxStorageRoot, "converge-bench-flux-")
+	if err != nil {
 		return nil, err
 	}
-	f := &flux{
+	short := strings.TrimSuffix(applier, "-controller")
+	f := &flux{storage: storage,
 		source: &daemon{name: "flux-source-" + name, log: filepath.Join(b.work, "flux-source-"+name+".log"),
 			metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), probeURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])},
-		kustomize: &daemon{name: "flux-kustomize-" + name, log: filepath.Join(b.work, "flux-kustomize-"+name+".log"),
+		applier: &daemon{name: "flux-" + short + "-" + name, log: filepath.Join(b.work, "flux-"+short+"-"+name+".log"),
 			metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[2]), probeURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[3])},
 	}
 	env := []string{"KUBECONFIG=" + b.cluster.Kubeconfig, "TMPDIR=" + b.work}
-	common := []string{"--enable-leader-election=false", "--watch-all-namespaces=true", "--log-level=error"}
+	common := []string{"--enable-leader-election=false", "--watch-all-namespaces=true", "--log-level=error",
+		fmt.Sprintf("--concurrent=%d", fluxConcurrency)}
 	sourceArgs := append([]string{
 		"--metrics-addr=" + fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--health-addr=" + fmt.Sprintf("127.0.0.1:%d", ports[1]),
@@ -90,24 +107,31 @@ func (b *Bench) startFlux(ctx context.Context, name string) (*flux, error) {
 		"--storage-addr=" + fmt.Sprintf("127.0.0.1:%d", ports[4]),
 		"--storage-adv-addr=" + fmt.Sprintf("127.0.0.1:%d", ports[4]),
 	}, common...)
-	kustomizeArgs := append([]string{
+	applierArgs := append([]string{
 		"--metrics-addr=" + fmt.Sprintf("127.0.0.1:%d", ports[2]),
 		"--health-addr=" + fmt.Sprintf("127.0.0.1:%d", ports[3]),
 	}, common...)
+	return f, b.spawnFlux(ctx, f, applier, sourceArgs, applierArgs, env)
+}
+
+// spawnFlux starts both controllers of f and waits for their readiness; on error, it
+// stops what it started.
+func (b *Bench) spawnFlux(ctx context.Context, f *flux, applier string, sourceArgs, applierArgs, env []string) error {
 	if err := b.spawn(f.source, b.fluxBinary("source-controller"), sourceArgs, env); err != nil {
-		return nil, err
+		_ = os.RemoveAll(f.storage)
+		return err
 	}
-	if err := b.spawn(f.kustomize, b.fluxBinary("kustomize-controller"), kustomizeArgs, env); err != nil {
+	if err := b.spawn(f.applier, b.fluxBinary(applier), applierArgs, env); err != nil {
 		b.stopFlux(f)
-		return nil, err
+		return err
 	}
-	for _, d := range []*daemon{f.source, f.kustomize} {
+	for _, d := range []*daemon{f.source, f.applier} {
 		if err := waitProbe(ctx, d, 90*time.Second); err != nil {
 			b.stopFlux(f)
-			return nil, err
+			return err
 		}
 	}
-	return f, nil
+	return nil
 }
 
 // waitProbe waits until a process answers its readiness probe.
@@ -130,14 +154,14 @@ func waitProbe(ctx context.Context, d *daemon, timeout time.Duration) error {
 }
 
 func (b *Bench) stopFlux(f *flux) {
-	b.stopDaemon(f.kustomize)
+	b.stopDaemon(f.applier)
 	b.stopDaemon(f.source)
-	_ = removeTree(filepath.Join(b.work, "cache-flux-"+strings.TrimPrefix(f.source.name, "flux-source-")))
+	_ = removeTree(f.storage)
 }
 
 // running returns an error when either controller stopped on its own.
 func (f *flux) running() error {
-	return errors.Join(f.source.running(), f.kustomize.running())
+	return errors.Join(f.source.running(), f.applier.running())
 }
 
 // peakRSS is the sum of both controllers' VmHWM: Flux needs both to do what converge does.
@@ -146,14 +170,14 @@ func (f *flux) peakRSS() (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	k, err := peakRSS(f.kustomize.pid())
+	k, err := peakRSS(f.applier.pid())
 	return s + k, err
 }
 
 // requests counts the API requests both controllers sent, by method.
 func (f *flux) requests(ctx context.Context) (requestCounts, error) {
 	out := requestCounts{}
-	for _, d := range []*daemon{f.source, f.kustomize} {
+	for _, d := range []*daemon{f.source, f.applier} {
 		c, err := d.counters(ctx)
 		if err != nil {
 			return nil, err
@@ -212,9 +236,9 @@ func fluxCondition(u *unstructured.Unstructured, typ string) string {
 	return ""
 }
 
-// kustomizationsLW lists and watches the Kustomizations of benchNamespace.
-func (b *Bench) kustomizationsLW() cache.ListerWatcher {
-	ri := b.floor.Resource(kustomizationGVR).Namespace(benchNamespace)
+// fluxLW lists and watches the Flux objects of one resource in benchNamespace.
+func (b *Bench) fluxLW(gvr schema.GroupVersionResource) cache.ListerWatcher {
+	ri := b.floor.Resource(gvr).Namespace(benchNamespace)
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return ri.List(ctx, o)
@@ -228,12 +252,18 @@ func (b *Bench) kustomizationsLW() cache.ListerWatcher {
 // watchKustomizations waits until cond held for every named Kustomization.
 func (b *Bench) watchKustomizations(ctx context.Context, names []string, timeout time.Duration,
 	cond func(*unstructured.Unstructured) bool) (*watcher, map[string]*unstructured.Unstructured, error) {
+	return b.watchFlux(ctx, kustomizationGVR, names, timeout, cond)
+}
+
+// watchFlux waits until cond held for every named Flux object of one resource.
+func (b *Bench) watchFlux(ctx context.Context, gvr schema.GroupVersionResource, names []string, timeout time.Duration,
+	cond func(*unstructured.Unstructured) bool) (*watcher, map[string]*unstructured.Unstructured, error) {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
 	done, last := map[string]bool{}, map[string]*unstructured.Unstructured{}
-	w, err := startWatch(ctx, b.kustomizationsLW(), &unstructured.Unstructured{}, timeout, func(obj runtime.Object, _ time.Time) bool {
+	w, err := startWatch(ctx, b.fluxLW(gvr), &unstructured.Unstructured{}, timeout, func(obj runtime.Object, _ time.Time) bool {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok || !want[u.GetName()] {
 			return false
@@ -247,21 +277,27 @@ func (b *Bench) watchKustomizations(ctx context.Context, names []string, timeout
 	return w, last, err
 }
 
-// fluxWaitError says which Kustomization was not ready when a wait failed.
+// fluxWaitError says which Flux object was not ready when a wait failed.
 func fluxWaitError(err error, last map[string]*unstructured.Unstructured, f *flux) error {
 	for name, u := range last {
 		if fluxCondition(u, "Ready") != "True" {
 			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-			return fmt.Errorf("%w; e.g. Kustomization %s: %v%s%s", err, name, conds, f.source.tail(), f.kustomize.tail())
+			return fmt.Errorf("%w; e.g. %s %s: %v%s%s", err, u.GetKind(), name, conds, f.source.tail(), f.applier.tail())
 		}
 	}
-	return fmt.Errorf("%w%s%s", err, f.source.tail(), f.kustomize.tail())
+	return fmt.Errorf("%w%s%s", err, f.source.tail(), f.applier.tail())
 }
 
 // deleteFluxObjects deletes the Kustomizations and GitRepositories of benchNamespace without
 // their finalizers (the controllers are stopped first: the objects go with their namespaces).
 func (b *Bench) deleteFluxObjects(ctx context.Context) error {
-	for _, gvr := range []schema.GroupVersionResource{kustomizationGVR, gitRepositoryGVR} {
+	return b.deleteFluxKinds(ctx, kustomizationGVR, gitRepositoryGVR)
+}
+
+// deleteFluxKinds deletes the objects of benchNamespace of each resource, in order,
+// without their finalizers.
+func (b *Bench) deleteFluxKinds(ctx context.Context, gvrs ...schema.GroupVersionResource) error {
+	for _, gvr := range gvrs {
 		ri := b.floor.Resource(gvr).Namespace(benchNamespace)
 		list, err := ri.List(ctx, metav1.ListOptions{})
 		if err != nil {

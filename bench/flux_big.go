@@ -115,7 +115,7 @@ func (b *Bench) bigFluxAfter(ctx context.Context, f *flux, g *bigGroup, ns strin
 // kustomize-controller's controller_runtime_reconcile_time_seconds counts it, and the API
 // requests both controllers sent meanwhile.
 func (b *Bench) fluxIdle(ctx context.Context, f *flux) (wall, sent float64, err error) {
-	s0, err := scrape(ctx, f.kustomize.metricsURL, "controller_runtime_reconcile_")
+	s0, err := scrape(ctx, f.applier.metricsURL, "controller_runtime_reconcile_")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -144,7 +144,7 @@ func (b *Bench) fluxIdle(ctx context.Context, f *flux) (wall, sent float64, err 
 	sel := map[string]string{"controller": "kustomization"}
 	var s1 []sample
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if s1, err = scrape(ctx, f.kustomize.metricsURL, "controller_runtime_reconcile_"); err != nil {
+		if s1, err = scrape(ctx, f.applier.metricsURL, "controller_runtime_reconcile_"); err != nil {
 			return 0, 0, err
 		}
 		if sum(s1, "controller_runtime_reconcile_total", sel) > sum(s0, "controller_runtime_reconcile_total", sel) {
@@ -200,7 +200,7 @@ func (b *Bench) fluxChange(ctx context.Context, f *flux, g *bigGroup, ns, value 
 	pushed := time.Now()
 	at, err := cmw.wait()
 	if err != nil {
-		return 0, 0, fmt.Errorf("waiting for %s/%s to change: %w%s", ns, name, err, f.kustomize.tail())
+		return 0, 0, fmt.Errorf("waiting for %s/%s to change: %w%s", ns, name, err, f.applier.tail())
 	}
 	applied = at.Sub(pushed)
 	if at, err = kw.wait(); err != nil {
@@ -220,7 +220,7 @@ func (b *Bench) fluxDrift(ctx context.Context, f *flux, ns string) (time.Duratio
 	if err := b.setFluxInterval(ctx, f, poll); err != nil {
 		return 0, err
 	}
-	return b.editAndWaitRestored(ctx, ns, 3*time.Minute+3*poll, f.kustomize.tail)
+	return b.editAndWaitRestored(ctx, ns, 3*time.Minute+3*poll, f.applier.tail)
 }
 
 // setFluxInterval changes the Kustomization's interval and waits until Flux reconciled the

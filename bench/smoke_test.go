@@ -21,6 +21,7 @@ func TestBenchSmoke(t *testing.T) {
 		Workloads:           slices.Clone(allWorkloads),
 		Reps:                1,
 		ManyN:               []int{3},
+		HelmSources:         []string{helmSourceGit, helmSourceRepo},
 		ShardN:              4,
 		BigConfigMaps:       6,
 		BigDeployments:      2,
@@ -57,6 +58,12 @@ func TestBenchSmoke(t *testing.T) {
 		{workloadDrift, "edit → restored"},
 		{bigTarget, "daemon peak RSS (VmHWM), big group"},
 		{workloadFetch, "cold fetch, 150 files"},
+		{"helm N=3 (git)", "create → all Ready"},
+		{"helm N=3 (git)", "API requests per idle reconcile per target"},
+		{"helm N=3 (git)", "version bump → all Ready"},
+		{"fleet N=3", "create set → all Ready"},
+		{"fleet N=3", "template change → all Ready"},
+		{"fleet N=3", "API requests sent per target (cold)"},
 	}
 	for _, w := range want {
 		r := res.find(w.workload, w.metric)
@@ -72,6 +79,11 @@ func TestBenchSmoke(t *testing.T) {
 				t.Errorf("%s / %s: implausible sample %v", w.workload, w.metric, v)
 			}
 		}
+	}
+	// The chart-repository half of helm runs, or says why not.
+	if res.find("helm N=3 (repo)", "create → all Ready") == nil &&
+		!slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "helm (repo): skipped: no chart fetcher") }) {
+		t.Errorf("helm from a chart repository neither ran nor was noted as skipped: %q", res.Notes)
 	}
 	for _, r := range res.Rows {
 		if r.Baseline != nil && (len(r.Baseline.Samples) != cfg.Reps || r.Ratio <= 0) {

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Builds Flux's source-controller and kustomize-controller from their Go modules, pinned in
-# tools/flux/<controller>/go.mod (wrapper modules carrying the replace directives Flux's own
-# go.mod needs), into bin/flux with Flux's CRDs: the baseline of `make bench`
-# (BENCH_BASELINES=flux). Cold, this takes several minutes on 2 cores; the result is kept in
-# a cache outside the work tree, keyed by the wrapper modules and the Go version. Nothing
-# else needs it: `make test` never builds Flux.
+# Builds Flux's source-controller, kustomize-controller and helm-controller from their Go
+# modules, pinned in tools/flux/<controller>/go.mod (wrapper modules carrying the replace
+# directives Flux's own go.mod needs), into bin/flux with Flux's CRDs: the baseline of
+# `make bench` (BENCH_BASELINES=flux). Cold, this takes several minutes on 2 cores; the
+# result is kept in a cache outside the work tree, keyed by the wrapper modules and the Go
+# version. Nothing else needs it: `make test` never builds Flux.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="$root/bin/flux"
-controllers=(source-controller kustomize-controller)
+controllers=(source-controller kustomize-controller helm-controller)
 key=$( (for c in "${controllers[@]}"; do cat "$root/tools/flux/$c/go.mod" "$root/tools/flux/$c/go.sum"; done; go version) | sha256sum | cut -c1-16)
 cache_root="${CONVERGE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/converge}"
 cache="$cache_root/flux-$key"
