@@ -111,3 +111,10 @@ func (in *SyncTarget) DependencyKey(d DependencyReference) types.NamespacedName 
 	}
 	return types.NamespacedName{Namespace: ns, Name: d.Name}
 }
+
+// CleanUpOtherTools reports whether the SyncTarget asks, with CleanUpOtherToolsAnnotation,
+// that taking over an object also removes the labels and annotations of the tool that
+// made it.
+func (in *SyncTarget) CleanUpOtherTools() bool {
+	return in.GetAnnotations()[CleanUpOtherToolsAnnotation] == EnabledValue
+}

@@ -31,6 +31,12 @@ const (
 	// SubstituteAnnotation set to "disabled" leaves an object out of spec.postBuild
 	// variable substitution.
 	SubstituteAnnotation = "converge.dev/substitute"
+	// CleanUpOtherToolsAnnotation set to "enabled" on a SyncTarget makes a takeover of an
+	// object another tool made (Flux, Helm, Argo CD, kubectl) also remove the labels and
+	// annotations that tool left on it, unless Git sets them.
+	CleanUpOtherToolsAnnotation = "converge.dev/clean-up-other-tools"
+	// EnabledValue is the value that turns on CleanUpOtherToolsAnnotation.
+	EnabledValue = "enabled"
 	// DisabledValue is the value that turns off PruneAnnotation, ReconcileAnnotation and
 	// SubstituteAnnotation.
 	DisabledValue = "disabled"

@@ -49,12 +49,21 @@ type Applier struct {
 	CleanUpOtherTools bool
 }
 
+// Options are what one Apply call asks beyond the Applier's settings.
+type Options struct {
+	// CleanUpOtherTools turns on Applier.CleanUpOtherTools for this call (a SyncTarget
+	// annotated converge.dev/clean-up-other-tools: enabled).
+	CleanUpOtherTools bool
+}
+
 // Apply applies objects through c (an impersonating client when the SyncTarget names a
 // service account). The objects must carry their owner labels already. live holds what
 // the caller read of them already; Apply lists what the SyncTarget owns of the kinds and
-// namespaces it applies several objects of, where live has not listed them.
+// namespaces it applies several objects of, where live has not listed them. opts adds to
+// the Applier's settings for this call.
 func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, live Live,
-	timeout time.Duration) (Result, error) {
+	timeout time.Duration, opts Options) (Result, error) {
+	a.CleanUpOtherTools = a.CleanUpOtherTools || opts.CleanUpOtherTools
 	cs := ssa.NewChangeSet()
 	var observed []*unstructured.Unstructured
 	var err error

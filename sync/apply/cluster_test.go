@@ -96,7 +96,7 @@ spec:
 
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
-			res, err := Applier{}.Apply(ctx, c, objects, nil, 30*time.Second)
+			res, err := Applier{}.Apply(ctx, c, objects, nil, 30*time.Second, Options{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(res.Created).To(Equal(3))
 			gizmo := &unstructured.Unstructured{}

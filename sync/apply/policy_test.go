@@ -57,7 +57,7 @@ func TestApplyHonoursFluxAnnotations(t *testing.T) {
 	c, ns := clusterClient(t, "flux-policy")
 	apply := func(objects ...*unstructured.Unstructured) {
 		t.Helper()
-		_, err := Applier{}.Apply(ctx, c, copies(objects), nil, time.Minute)
+		_, err := Applier{}.Apply(ctx, c, copies(objects), nil, time.Minute, Options{})
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	data := func(o *unstructured.Unstructured) any { return get(t, c, o).Object["data"] }
@@ -113,11 +113,11 @@ func TestApplyFluxForceRecreatesOnlyThatObject(t *testing.T) {
 		return u
 	}
 	forced := map[string]string{FluxForceAnnotation: "enabled"}
-	_, err := Applier{}.Apply(ctx, c, []*unstructured.Unstructured{immutable("a", "blue", forced), immutable("b", "blue", nil)}, nil, time.Minute)
+	_, err := Applier{}.Apply(ctx, c, []*unstructured.Unstructured{immutable("a", "blue", forced), immutable("b", "blue", nil)}, nil, time.Minute, Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	a, b := get(t, c, immutable("a", "", nil)), get(t, c, immutable("b", "", nil))
 
-	res, err := Applier{}.Apply(ctx, c, []*unstructured.Unstructured{immutable("a", "green", forced), immutable("b", "blue", nil)}, nil, time.Minute)
+	res, err := Applier{}.Apply(ctx, c, []*unstructured.Unstructured{immutable("a", "green", forced), immutable("b", "blue", nil)}, nil, time.Minute, Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.Created).To(Equal(1), "a recreated")
 	a2, b2 := get(t, c, a), get(t, c, b)
@@ -126,7 +126,7 @@ func TestApplyFluxForceRecreatesOnlyThatObject(t *testing.T) {
 	g.Expect(b2.GetUID()).To(Equal(b.GetUID()), "only the forced object is recreated")
 
 	// Without force, the same change is an error and the object stays.
-	_, err = Applier{}.Apply(ctx, c, []*unstructured.Unstructured{immutable("b", "green", nil)}, nil, time.Minute)
+	_, err = Applier{}.Apply(ctx, c, []*unstructured.Unstructured{immutable("b", "green", nil)}, nil, time.Minute, Options{})
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(get(t, c, b).GetUID()).To(Equal(b.GetUID()))
 }

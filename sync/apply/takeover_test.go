@@ -160,7 +160,7 @@ func TestApplyTakesOverOtherToolsObjects(t *testing.T) {
 				before[k] = get(t, c, o)
 			}
 
-			res, err := Applier{}.Apply(ctx, c, copies(git), nil, time.Minute)
+			res, err := Applier{}.Apply(ctx, c, copies(git), nil, time.Minute, Options{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(res.Configured).To(Equal(2))
 			for k, o := range git {
@@ -183,7 +183,7 @@ func TestApplyTakesOverOtherToolsObjects(t *testing.T) {
 				}
 			}
 
-			res, err = Applier{}.Apply(ctx, c, copies(git), nil, time.Minute)
+			res, err = Applier{}.Apply(ctx, c, copies(git), nil, time.Minute, Options{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(res.Unchanged).To(Equal(2), "taken over once")
 		})
@@ -200,7 +200,7 @@ func TestApplyTakeoverKeepsOtherSyncTargetsAndMerge(t *testing.T) {
 	merge := gitConfigMap(t, ns)
 	merge.SetAnnotations(map[string]string{FluxSSAAnnotation: "merge"})
 	g.Expect(created("kubectl-create", false)(ctx, c, theirs(merge))).To(Succeed())
-	_, err := Applier{}.Apply(ctx, c, []*unstructured.Unstructured{merge.DeepCopy()}, nil, time.Minute)
+	_, err := Applier{}.Apply(ctx, c, []*unstructured.Unstructured{merge.DeepCopy()}, nil, time.Minute, Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	live := get(t, c, merge)
 	g.Expect(live.Object["data"]).To(HaveKeyWithValue("extra", "x"), "Merge leaves other managers' fields")
@@ -234,7 +234,7 @@ func TestApplyCleansUpOtherToolsMetadata(t *testing.T) {
 			live.SetAnnotations(map[string]string{"meta.helm.sh/release-name": "web", "argocd.argoproj.io/sync-wave": "1", "keep": "me"})
 			g.Expect(c.Create(ctx, live, client.FieldOwner("some-other-tool"))).To(Succeed())
 
-			_, err := Applier{CleanUpOtherTools: cleanUp}.Apply(ctx, c, []*unstructured.Unstructured{git.DeepCopy()}, nil, time.Minute)
+			_, err := Applier{}.Apply(ctx, c, []*unstructured.Unstructured{git.DeepCopy()}, nil, time.Minute, Options{CleanUpOtherTools: cleanUp})
 			g.Expect(err).NotTo(HaveOccurred())
 			got := get(t, c, git)
 			g.Expect(got.GetLabels()).To(HaveKeyWithValue("helm.sh/chart", "web-1.0"))

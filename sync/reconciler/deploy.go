@@ -269,7 +269,8 @@ func (ru *run) applyObjects(ctx context.Context, c client.Client, d *deployment,
 		}
 	}
 	var err error
-	d.applied, err = ru.r.Applier.Apply(ctx, c, toApply, live, timeout)
+	d.applied, err = ru.r.Applier.Apply(ctx, c, toApply, live, timeout,
+		apply.Options{CleanUpOtherTools: ru.st.CleanUpOtherTools()})
 	if d.applied.ChangeSet != nil {
 		for _, o := range unchanged {
 			d.applied.ChangeSet.Add(apply.ChangeSetEntry(o, ssa.UnchangedAction))

@@ -57,10 +57,11 @@ type HealthChecker interface {
 
 // Applier applies a revision's objects through c, the client the SyncTarget acts with;
 // live is what the caller read of them already (see apply.CheckOwnership). apply.Applier
-// is the daemon's.
+// is the daemon's. opts carries what the SyncTarget asks of this apply (see
+// SyncTarget.CleanUpOtherTools).
 type Applier interface {
 	Apply(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, live apply.Live,
-		timeout time.Duration) (apply.Result, error)
+		timeout time.Duration, opts apply.Options) (apply.Result, error)
 }
 
 // Clients gives the client a SyncTarget's applies, prunes and reads of its variables go

@@ -341,7 +341,8 @@ func (ru *run) restore(ctx context.Context, set *renderedSet, ids map[string]boo
 	}
 	var res apply.Result
 	if err == nil {
-		res, err = ru.r.Applier.Apply(ctx, c, objects, nil, ru.st.GetTimeout())
+		res, err = ru.r.Applier.Apply(ctx, c, objects, nil, ru.st.GetTimeout(),
+			apply.Options{CleanUpOtherTools: ru.st.CleanUpOtherTools()})
 	}
 	if err != nil {
 		return outcome{kind: idle, reason: convergev1.ApplyFailedReason, revision: set.revision,

@@ -240,7 +240,7 @@ type Applier struct{}
 
 // Apply implements the reconciler's Applier.
 func (Applier) Apply(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, _ apply.Live,
-	_ time.Duration) (apply.Result, error) {
+	_ time.Duration, _ apply.Options) (apply.Result, error) {
 	res := apply.Result{ChangeSet: ssa.NewChangeSet()}
 	for _, o := range objects {
 		o = o.DeepCopy()
