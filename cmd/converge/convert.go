@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/convert"
 )
 
@@ -19,6 +20,7 @@ type convertOptions struct {
 	cli         cliOptions
 	fromCluster bool
 	output      string
+	cleanUp     bool
 }
 
 func newConvertCommand() *cobra.Command {
@@ -39,7 +41,11 @@ kubeconfig (kinds not installed are skipped). Other objects are ignored.
 Each object is preceded by a comment naming what it was made from, and every field that
 converge does not have, or that behaves differently, is commented "# converge convert:".
 What could not be carried over is listed on standard error, and the exit code is then 2,
-after everything that could be converted was printed. See docs/migration.md.`,
+after everything that could be converted was printed. See docs/migration.md.
+
+With --clean-up every SyncTarget printed (and every SyncTargetSet's template) is annotated
+converge.dev/clean-up-other-tools: enabled: when converge takes over the objects Flux,
+Helm or Argo CD made, it also removes the labels and annotations those tools left on them.`,
 		Example: `  converge convert clusters/production
   kustomize build apps/staging | converge convert -
   converge convert --from-cluster -A > converge.yaml`,
@@ -50,6 +56,9 @@ after everything that could be converted was printed. See docs/migration.md.`,
 	o.cli.BindFlags(cmd.Flags(), true)
 	cmd.Flags().BoolVar(&o.fromCluster, "from-cluster", false, "list the Flux and Argo CD objects of the cluster instead of reading files")
 	cmd.Flags().StringVarP(&o.output, "output", "o", outputYAML, "output format: yaml")
+	cmd.Flags().BoolVar(&o.cleanUp, "clean-up", false,
+		"annotate the SyncTargets "+convergev1.CleanUpOtherToolsAnnotation+": "+convergev1.EnabledValue+
+			" so that a takeover removes the old tool's labels and annotations")
 	return cmd
 }
 
@@ -62,6 +71,9 @@ func (o *convertOptions) run(ctx context.Context, in io.Reader, out, errOut io.W
 		return err
 	}
 	res := convert.Convert(objs)
+	if o.cleanUp {
+		res.CleanUpOtherTools()
+	}
 	res.Problems = append(problems, res.Problems...)
 	if err := convert.Print(out, res); err != nil {
 		return err

@@ -274,3 +274,31 @@ spec:
 		})
 	}
 }
+
+// TestConvertCommandCleanUp: --clean-up annotates every SyncTarget printed so that its
+// takeovers remove Flux's labels and annotations; without it none is annotated.
+func TestConvertCommandCleanUp(t *testing.T) {
+	for _, cleanUp := range []bool{true, false} {
+		args := []string{"-"}
+		if cleanUp {
+			args = append(args, "--clean-up")
+		}
+		out, errOut, code := convertRun(convertClean, args...)
+		if code != 0 {
+			t.Fatalf("exit code %d; stderr:\n%s", code, errOut)
+		}
+		sts := convertedSyncTargets(t, out)
+		if len(sts) == 0 {
+			t.Fatalf("no SyncTarget printed:\n%s", out)
+		}
+		for name, st := range sts {
+			if st.CleanUpOtherTools() != cleanUp {
+				t.Errorf("--clean-up=%t: SyncTarget %s has annotations %v", cleanUp, name, st.Annotations)
+			}
+		}
+	}
+	help, _, _ := convertRun("", "--help")
+	if !strings.Contains(help, "--clean-up") || !strings.Contains(help, convergev1.CleanUpOtherToolsAnnotation) {
+		t.Errorf("--help does not describe --clean-up:\n%s", help)
+	}
+}

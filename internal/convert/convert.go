@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
 
 // API groups of the objects converted.
@@ -73,6 +75,28 @@ func (r *Result) Failed() bool {
 		}
 	}
 	return false
+}
+
+// CleanUpOtherTools annotates every SyncTarget of the result, and the SyncTarget template
+// of every SyncTargetSet, with converge.dev/clean-up-other-tools: enabled, so that taking
+// over the objects Flux or Argo CD made also removes the labels and annotations they left.
+func (r *Result) CleanUpOtherTools() {
+	for _, o := range r.Objects {
+		switch obj := o.Object.(type) {
+		case *convergev1.SyncTarget:
+			obj.SetAnnotations(withCleanUp(obj.GetAnnotations()))
+		case *convergev1.SyncTargetSet:
+			obj.Spec.Template.Metadata.Annotations = withCleanUp(obj.Spec.Template.Metadata.Annotations)
+		}
+	}
+}
+
+func withCleanUp(annotations map[string]string) map[string]string {
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[convergev1.CleanUpOtherToolsAnnotation] = convergev1.EnabledValue
+	return annotations
 }
 
 // key identifies an input object.
