@@ -21,12 +21,20 @@ type daemon struct {
 	args  []string
 	probe string // base URL of /healthz and /readyz
 
-	mu   sync.Mutex
-	out  bytes.Buffer
-	log  *os.File // a copy of out in the suite's log directory
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu       sync.Mutex
+	out      bytes.Buffer
+	log      *os.File // a copy of out in the suite's log directory
+	cmd      *exec.Cmd
+	done     chan struct{}
+	from     int  // where the running process's output starts in out
+	stopping bool // kill or stop was asked: no restart
 }
+
+// The positions in daemon.args of the metrics and probe addresses, which start may change.
+const (
+	metricsArg = 4
+	probeArg   = 6
+)
 
 // startDaemon runs `converge serve` against the suite's cluster with free ports for
 // metrics and probes, no webhook receiver unless args set one, and a checkout cache of its
@@ -56,22 +64,82 @@ func startDaemon(tb testing.TB, name string, args ...string) *daemon {
 	return d
 }
 
-// start runs the process (again, after kill or stop), with the same flags.
+// start runs the process (again, after kill or stop), with the same flags. A port picked
+// by freeAddr can be taken by another process before the daemon binds it: a daemon that
+// exits because its metrics or probe port is in use is started again on other ports.
 func (d *daemon) start() error {
-	cmd := exec.Command(suite.binary, d.args...)
+	d.mu.Lock()
+	d.stopping = false
+	d.mu.Unlock()
+	cmd, err := d.spawn()
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	d.mu.Lock()
+	d.cmd, d.done = cmd, done
+	d.mu.Unlock()
+	go func() {
+		defer close(done)
+		for restarts := 0; ; restarts++ {
+			_ = cmd.Wait()
+			if restarts == 5 || !d.lostPort() {
+				return
+			}
+			next, err := d.spawn()
+			if err != nil {
+				return
+			}
+			cmd = next
+		}
+	}()
+	return nil
+}
+
+// spawn starts one process with d.args and makes it d.cmd.
+func (d *daemon) spawn() (*exec.Cmd, error) {
+	d.mu.Lock()
+	args := append([]string(nil), d.args...)
+	d.mu.Unlock()
+	cmd := exec.Command(suite.binary, args...)
 	cmd.Stdout, cmd.Stderr = d, d
 	// Dies with the suite whatever ends it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	_, _ = fmt.Fprintf(d, "=== e2e: starting daemon %s at %s\n", d.name, time.Now().Format(time.RFC3339Nano))
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting daemon %s: %w", d.name, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	d.mu.Lock()
-	d.cmd, d.done = cmd, done
-	d.mu.Unlock()
-	return nil
+	defer d.mu.Unlock()
+	if d.stopping && d.cmd != nil {
+		return nil, fmt.Errorf("daemon %s stopped", d.name)
+	}
+	d.from = d.out.Len()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting daemon %s: %w", d.name, err)
+	}
+	d.cmd = cmd
+	return cmd, nil
+}
+
+// lostPort reports whether the process that just exited did so because its metrics or
+// probe address was in use, and if so picks new ones for the next start.
+func (d *daemon) lostPort() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopping {
+		return false
+	}
+	out := d.out.Bytes()[d.from:]
+	lost := false
+	for _, i := range []int{metricsArg, probeArg} {
+		if bytes.Contains(out, []byte("listen tcp "+d.args[i]+": bind: address already in use")) {
+			lost = true
+		}
+	}
+	if !lost {
+		return false
+	}
+	d.args[metricsArg], d.args[probeArg] = pickAddr(), pickAddr()
+	d.probe = "http://" + d.args[probeArg]
+	return true
 }
 
 func (d *daemon) Write(p []byte) (int, error) {
@@ -88,13 +156,22 @@ func (d *daemon) process() (*exec.Cmd, chan struct{}) {
 	return d.cmd, d.done
 }
 
+// signal marks the daemon as stopping, so it is not started again, and signals the
+// running process.
+func (d *daemon) signal(sig syscall.Signal) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopping = true
+	_ = d.cmd.Process.Signal(sig)
+}
+
 // kill ends the daemon with SIGKILL: no chance to release a lease or finish a write.
 func (d *daemon) kill() {
 	cmd, done := d.process()
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
+	d.signal(syscall.SIGKILL)
 	<-done
 	_, _ = fmt.Fprintf(d, "=== e2e: daemon %s killed at %s\n", d.name, time.Now().Format(time.RFC3339Nano))
 }
@@ -110,11 +187,11 @@ func (d *daemon) stop() {
 		return
 	default:
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	d.signal(syscall.SIGTERM)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
+		d.signal(syscall.SIGKILL)
 		<-done
 	}
 }
@@ -137,7 +214,10 @@ func (d *daemon) waitReady(timeout time.Duration) error {
 		if d.exited() {
 			return fmt.Errorf("daemon %s exited:\n%s", d.name, d.tail(40, ""))
 		}
-		if code, err := httpGet(d.probe + "/readyz"); err == nil && code == 200 {
+		d.mu.Lock()
+		probe := d.probe
+		d.mu.Unlock()
+		if code, err := httpGet(probe + "/readyz"); err == nil && code == 200 {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -171,14 +251,37 @@ func (d *daemon) tail(n int, filter string) string {
 	return strings.Join(keep, "\n")
 }
 
-// freeAddr returns a loopback address with a port free right now.
+// freeAddr returns a loopback address with a port free right now and never handed out
+// before in this process (the kernel may give a port closed a moment ago again).
 func freeAddr(tb testing.TB) string {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	addr := pickAddr()
+	if addr == "" {
+		tb.Fatal("no free loopback port")
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
 	return addr
+}
+
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
+
+// pickAddr is freeAddr without a test: "" when no new free port was found.
+func pickAddr() string {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return ""
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		if !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			return addr
+		}
+	}
+	return ""
 }
