@@ -159,8 +159,10 @@ func setUp(tb *suiteTB) {
 
 	webhook := freeAddr(tb)
 	suite.webhookURL = "http://" + webhook
+	// The remote-cluster scenarios deploy to control planes on this machine (127.0.0.1),
+	// which the daemon refuses unless told otherwise.
 	suite.daemon = startDaemon(tb, "shared", "--watch-label-selector", "!"+shardLabel,
-		"--webhook-bind-address", webhook, "--concurrency", "16")
+		"--webhook-bind-address", webhook, "--concurrency", "16", "--allow-loopback-clusters")
 	if err := suite.daemon.waitReady(60 * time.Second); err != nil {
 		tb.Fatal(err)
 	}

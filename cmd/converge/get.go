@@ -258,7 +258,7 @@ func forOutput(st *convergev1.SyncTarget) *convergev1.SyncTarget {
 }
 
 func syncTargetHeader(allNamespaces bool) []string {
-	h := []string{"NAME", "READY", "REVISION", "HEALTH", "LAST SYNC", "MESSAGE"}
+	h := []string{"NAME", "READY", "REVISION", "HEALTH", "CLUSTER", "LAST SYNC", "MESSAGE"}
 	if allNamespaces {
 		h = append([]string{"NAMESPACE"}, h...)
 	}
@@ -294,12 +294,21 @@ func syncTargetRow(st *convergev1.SyncTarget, now time.Time, allNamespaces bool)
 	if t := lastSyncTime(st); !t.IsZero() {
 		lastSync = humanAge(t, now)
 	}
-	row := []string{st.Name, ready, orDash(shortRevision(st.Status.LastAppliedRevision)), health, lastSync,
-		tableMessage(msg)}
+	row := []string{st.Name, ready, orDash(shortRevision(st.Status.LastAppliedRevision)), health,
+		clusterOf(st), lastSync, tableMessage(msg)}
 	if allNamespaces {
 		row = append([]string{st.Namespace}, row...)
 	}
 	return row
+}
+
+// clusterOf names the cluster a SyncTarget deploys to: the name of its kubeconfig
+// Secret, or "in-cluster" when it deploys to the cluster the daemon runs in.
+func clusterOf(st *convergev1.SyncTarget) string {
+	if st.Spec.KubeConfig == nil || st.Spec.KubeConfig.SecretRef.Name == "" {
+		return "in-cluster"
+	}
+	return st.Spec.KubeConfig.SecretRef.Name
 }
 
 // lastSyncTime is when the newest sync attempt ended (or began, if it has not ended).

@@ -125,6 +125,7 @@ func tableFixtures() []convergev1.SyncTarget {
 		mk("team-b", "fresh", convergev1.SyncTargetStatus{}),
 	}
 	items[3].Spec.Suspend = true
+	items[0].Spec.KubeConfig = &convergev1.KubeConfigReference{SecretRef: convergev1.KubeConfigSecretReference{Name: "prod-eu"}}
 	return items
 }
 
@@ -301,10 +302,10 @@ func TestGetAgainstAPIServer(t *testing.T) {
 		g.Expect(code).To(Equal(0), errOut)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		g.Expect(lines).To(HaveLen(3))
-		g.Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "READY", "REVISION", "HEALTH", "LAST", "SYNC", "MESSAGE"}))
-		g.Expect(strings.Fields(lines[1])[:4]).To(Equal([]string{"api", "False", "main@sha1:0a1b2c3", "False"}))
+		g.Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "READY", "REVISION", "HEALTH", "CLUSTER", "LAST", "SYNC", "MESSAGE"}))
+		g.Expect(strings.Fields(lines[1])[:5]).To(Equal([]string{"api", "False", "main@sha1:0a1b2c3", "False", "in-cluster"}))
 		g.Expect(lines[1]).To(ContainSubstring("revision main@sha1:badc0ff failed: health check"))
-		g.Expect(strings.Fields(lines[2])[:4]).To(Equal([]string{"shop", "True", "main@sha1:0a1b2c3", "True"}))
+		g.Expect(strings.Fields(lines[2])[:5]).To(Equal([]string{"shop", "True", "main@sha1:0a1b2c3", "True", "prod-eu"}))
 	})
 	t.Run("all namespaces", func(t *testing.T) {
 		g := NewWithT(t)

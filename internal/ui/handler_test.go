@@ -160,6 +160,26 @@ func TestTargetPage(t *testing.T) {
 	g.Expect(missing.Body.String()).To(ContainSubstring("SyncTarget shop/nope not found"))
 }
 
+// TestClusterShown: the target page and the overview name the kubeconfig Secret a
+// SyncTarget deploys with, and a local one is "in-cluster" on its page and unmarked in the list.
+func TestClusterShown(t *testing.T) {
+	g := NewWithT(t)
+	remote := fakeTarget("shop", "web", true)
+	remote.Spec.KubeConfig = &convergev1.KubeConfigReference{SecretRef: convergev1.KubeConfigSecretReference{Name: "prod-eu"}}
+	s, _ := testServer(t, []convergev1.SyncTarget{remote, fakeTarget("shop", "db", true)}, nil, nil)
+
+	page := get(t, s, "/targets/shop/web")
+	g.Expect(page.Code).To(Equal(http.StatusOK))
+	g.Expect(page.Body.String()).To(ContainSubstring(`<dt>Cluster<dd><code class="cluster">prod-eu</code> · kubeconfig Secret`))
+	local := get(t, s, "/targets/shop/db")
+	g.Expect(local.Code).To(Equal(http.StatusOK))
+	g.Expect(local.Body.String()).To(ContainSubstring(`<dt>Cluster<dd><code class="cluster">in-cluster</code>`))
+
+	overview := get(t, s, "/").Body.String()
+	g.Expect(overview).To(ContainSubstring(`<small class="cluster">→ cluster prod-eu</small>`))
+	g.Expect(strings.Count(overview, `<small class="cluster">`)).To(Equal(1), "only the remote target is marked")
+}
+
 func TestSecurityHeadersAndNoInlineCode(t *testing.T) {
 	g := NewWithT(t)
 	s, _ := testServer(t, []convergev1.SyncTarget{fakeTarget("shop", "web", true, "db")}, nil, nil)

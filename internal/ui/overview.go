@@ -61,6 +61,8 @@ type row struct {
 	Message         string
 	// Source is what it deploys when that is a Helm chart, else empty.
 	Source string
+	// Cluster is the kubeconfig Secret it deploys with, empty for the local cluster.
+	Cluster string
 }
 
 func rowOf(st *convergev1.SyncTarget, now time.Time) row {
@@ -72,7 +74,25 @@ func rowOf(st *convergev1.SyncTarget, now time.Time) row {
 		LastSync: timeOf(lastSync(st), now),
 		Message:  tableMessage(message(st), maxMessage),
 		Source:   sourceSummary(st),
+		Cluster:  remoteCluster(st),
 	}
+}
+
+// remoteCluster is the name of the kubeconfig Secret a SyncTarget deploys with, or ""
+// when it deploys to the cluster the daemon runs in.
+func remoteCluster(st *convergev1.SyncTarget) string {
+	if st.Spec.KubeConfig == nil {
+		return ""
+	}
+	return st.Spec.KubeConfig.SecretRef.Name
+}
+
+// clusterOf is remoteCluster, saying "in-cluster" for the local cluster.
+func clusterOf(st *convergev1.SyncTarget) string {
+	if c := remoteCluster(st); c != "" {
+		return c
+	}
+	return "in-cluster"
 }
 
 // stateCount is one state and how many SyncTargets are in it.

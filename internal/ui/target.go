@@ -51,7 +51,9 @@ type targetPage struct {
 	Helm      string
 	Pinned    string
 	Suspended bool
-	Live      *targetLive
+	// Cluster names the kubeconfig Secret of spec.kubeConfig, or is "in-cluster".
+	Cluster string
+	Live    *targetLive
 }
 
 // targetLive is the part of the target page that follows the cluster.
@@ -78,7 +80,7 @@ func (s *Server) target(ctx context.Context, key client.ObjectKey) (*targetPage,
 	}
 	p := &targetPage{Namespace: st.Namespace, Name: st.Name, URL: sources.RedactURL(st.Spec.Source.URL),
 		Ref: actions.DescribeRef(st.Spec.Source.Ref), Path: st.Spec.Path, Suspended: st.Spec.Suspend, Live: live,
-		Chart: chartOf(st)}
+		Chart: chartOf(st), Cluster: clusterOf(st)}
 	if st.Spec.Helm != nil && p.Chart == nil {
 		p.Helm = helmInGit(st)
 	}
