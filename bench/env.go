@@ -222,13 +222,30 @@ type daemon struct {
 	anonPeak atomic.Int64
 }
 
+// handedOut holds the ports freePort gave: the kernel may give a port closed a moment
+// ago again, and two daemon flags on one port make the daemon exit.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freePort returns a loopback port free right now and not handed out before.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no free loopback port")
 }
 
 // startDaemon runs `converge serve` with its defaults, but for loopback ports and a cache

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -292,16 +293,25 @@ func daemonOutput(d *daemon) string {
 // describe is a failure message of Gomega, computed when the assertion fails.
 func (d *daemon) describe() string { return "daemon output:\n" + daemonOutput(d) }
 
-// freeAddr returns a loopback address with a port free right now.
+var handedOut sync.Map
+
+// freeAddr returns a loopback address with a port free right now and not handed out
+// before in this process (the kernel may give a port closed a moment ago again).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	t.Fatal("no free loopback port")
+	return ""
 }
 
 func httpGet(url string) (int, error) {
