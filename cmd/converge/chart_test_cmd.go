@@ -18,6 +18,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/diff"
 	"github.com/converge-gitops/converge/sync/hooks"
+	"github.com/converge-gitops/converge/sync/remote"
 )
 
 // testEvents are the hook events of a chart's tests ("test-success" is Helm 2's name).
@@ -73,7 +74,17 @@ func (o *chartTestOptions) run(cmd *cobra.Command, name string) error {
 		}
 		return fmt.Errorf("reading SyncTarget %s/%s: %w", ns, name, err)
 	}
-	tests, err := chartTests(ctx, c, st)
+	// The tests of a SyncTarget of a remote cluster run there, as its chart deploys there.
+	rc, release, err := remote.ForCaller(ctx, c, c.Scheme(), st, true)
+	if err != nil {
+		return err
+	}
+	defer release()
+	cluster := c
+	if rc != nil {
+		cluster = rc
+	}
+	tests, err := chartTests(ctx, c, cluster, st)
 	if err != nil {
 		return err
 	}
@@ -83,12 +94,13 @@ func (o *chartTestOptions) run(cmd *cobra.Command, name string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	return runChartTests(ctx, c, cmd.OutOrStdout(), tests)
+	return runChartTests(ctx, cluster, cmd.OutOrStdout(), tests)
 }
 
-// chartTests renders the chart of st's last applied revision with its tests and returns
-// the test hooks, in the order they run.
-func chartTests(ctx context.Context, c client.Client, st *convergev1.SyncTarget) ([]*unstructured.Unstructured, error) {
+// chartTests renders the chart of st's last applied revision with its tests, its source
+// and values read with c and its lookups with cluster, and returns the test hooks, in the
+// order they run.
+func chartTests(ctx context.Context, c, cluster client.Client, st *convergev1.SyncTarget) ([]*unstructured.Unstructured, error) {
 	key := st.Namespace + "/" + st.Name
 	rev := st.Status.LastAppliedRevision
 	if rev == "" {
@@ -102,12 +114,12 @@ func chartTests(ctx context.Context, c client.Client, st *convergev1.SyncTarget)
 	if _, err := os.Stat(filepath.Join(co.Dir, filepath.FromSlash(st.Spec.Path), "Chart.yaml")); err != nil {
 		return nil, fmt.Errorf("SyncTarget %s deploys no Helm chart: %q of %s holds no Chart.yaml", key, st.Spec.Path, rev)
 	}
-	ro, err := diff.TargetRenderOptions(ctx, c, st, co.Dir, st.Spec.Path)
+	ro, err := diff.TargetRenderOptions(ctx, c, cluster, st, co.Dir, st.Spec.Path)
 	if err != nil {
 		return nil, err
 	}
 	ro.Helm.IncludeTests, ro.Helm.DisableHooks = true, false
-	objects, err := diff.Render(ctx, c.RESTMapper(), ro)
+	objects, err := diff.Render(ctx, cluster.RESTMapper(), ro)
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s of SyncTarget %s: %w", rev, key, err)
 	}

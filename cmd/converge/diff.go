@@ -226,7 +226,11 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 	if in.cluster, in.release, err = remote.ForCaller(ctx, c, c.Scheme(), st, true); err != nil {
 		return nil, err
 	}
-	if in.render, err = diff.TargetRenderOptions(ctx, c, st, "", ""); err != nil {
+	var cluster client.Reader
+	if in.cluster != nil {
+		cluster = in.cluster
+	}
+	if in.render, err = diff.TargetRenderOptions(ctx, c, cluster, st, "", ""); err != nil {
 		return nil, err
 	}
 	if o.path != "" {

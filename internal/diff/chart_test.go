@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -46,5 +47,45 @@ func TestFetchChartOfARepository(t *testing.T) {
 	rev := strings.Replace(co.Revision, "1.1.0", "1.0.0", 1) // the digest of another version
 	if _, err := Fetch(ctx, r, st, rev); err == nil || !strings.Contains(err.Error(), "not sha256:") {
 		t.Fatalf("a revision whose digest does not match: %v", err)
+	}
+}
+
+// TestPendingChartLookup: the pending diff of a chart target renders its `lookup` calls
+// against the cluster, as the daemon does: the object shown carries the value looked up.
+func TestPendingChartLookup(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	seed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "seed", Namespace: f.ns},
+		Data: map[string]string{"token": "from-the-cluster"}}
+	if err := f.c.Create(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	chart := charttest.Chart("shop", "1.0.0")
+	chart["templates/configmap.yaml"] = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}
+data:
+  seen: {{ (lookup "v1" "ConfigMap" .Release.Namespace "seed").data.token | default "nothing" | quote }}
+`
+	b, err := charttest.Package("shop", chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := charttest.NewHTTPRepo()
+	t.Cleanup(repo.Close)
+	repo.Add("shop", "1.0.0", b)
+	st := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: f.ns},
+		Spec: convergev1.SyncTargetSpec{TargetNamespace: f.ns,
+			Chart: &convergev1.ChartSource{Repository: repo.URL(), Name: "shop", Version: "1.0.0"}}}
+	res, _, err := Pending(ctx, f.c, st, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 1 || res.Objects[0].Action != Create {
+		t.Fatalf("objects %+v, want the ConfigMap to create", res.Objects)
+	}
+	if !strings.Contains(res.Objects[0].Diff, "seen: from-the-cluster") {
+		t.Fatalf("the diff does not show the value looked up:\n%s", res.Objects[0].Diff)
 	}
 }

@@ -20,8 +20,8 @@ func RenderOptionsFor(st *convergev1.SyncTarget, root, path string) RenderOption
 // TargetRenderOptions returns the RenderOptions of st's objects rendered from root, with
 // the SOPS keys of its spec.decryption and the variables of its spec.postBuild read with c —
 // the caller's own credentials, as the source's are — so that they render as the daemon
-// renders them.
-func TargetRenderOptions(ctx context.Context, c client.Reader, st *convergev1.SyncTarget, root, path string) (RenderOptions, error) {
+// renders them. A chart's lookups read cluster, the cluster st deploys to (c when nil).
+func TargetRenderOptions(ctx context.Context, c, cluster client.Reader, st *convergev1.SyncTarget, root, path string) (RenderOptions, error) {
 	in := target.For(st, c, nil)
 	vars, err := in.Variables(ctx, c)
 	if err != nil {
@@ -30,7 +30,10 @@ func TargetRenderOptions(ctx context.Context, c client.Reader, st *convergev1.Sy
 	ro, err := in.RenderOptions(ctx, root, vars)
 	ro.Path = path
 	if ro.Helm != nil {
-		ro.Helm.Lookup = target.Lookup(c)
+		if cluster == nil {
+			cluster = c
+		}
+		ro.Helm.Lookup = target.Lookup(cluster)
 	}
 	return ro, err
 }
@@ -45,24 +48,26 @@ func Pending(ctx context.Context, c client.Client, st *convergev1.SyncTarget, re
 		return nil, "", err
 	}
 	defer func() { _ = co.Close() }()
-	ro, err := TargetRenderOptions(ctx, c, st, co.Dir, st.Spec.Path)
-	if err != nil {
-		return nil, co.Revision, err
-	}
-	// A SyncTarget of a remote cluster is compared with that cluster (never one at a
-	// loopback address: the web UI may run beside the daemon).
+	// A SyncTarget of a remote cluster is compared with that cluster, and its chart's
+	// lookups read there (never one at a loopback address: the web UI may run beside the
+	// daemon).
 	rc, release, err := remote.ForCaller(ctx, c, c.Scheme(), st, false)
 	if err != nil {
 		return nil, co.Revision, err
 	}
 	defer release()
+	cluster := c
 	if rc != nil {
-		c = rc
+		cluster = rc
 	}
-	objects, err := Render(ctx, c.RESTMapper(), ro)
+	ro, err := TargetRenderOptions(ctx, c, cluster, st, co.Dir, st.Spec.Path)
 	if err != nil {
 		return nil, co.Revision, err
 	}
-	res, err := Compute(ctx, c, objects, OptionsFor(st))
+	objects, err := Render(ctx, cluster.RESTMapper(), ro)
+	if err != nil {
+		return nil, co.Revision, err
+	}
+	res, err := Compute(ctx, cluster, objects, OptionsFor(st))
 	return res, co.Revision, err
 }
