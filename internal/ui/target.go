@@ -15,6 +15,7 @@ import (
 	"github.com/converge-gitops/converge/internal/actions"
 	"github.com/converge-gitops/converge/internal/tree"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/remote"
 )
 
 // errNotFound is a SyncTarget that does not exist (or is not visible to the user).
@@ -112,16 +113,34 @@ func (s *Server) targetLive(ctx context.Context, st *convergev1.SyncTarget) (*ta
 		v.TreeError = "no cluster client"
 		return v, nil
 	}
+	v.Tree, v.TreeError = s.tree(ctx, st)
+	return v, nil
+}
+
+// tree reads the objects st applied, where they live: a SyncTarget of a remote cluster
+// has them read there with its kubeconfig, as `converge tree` does — but not by the
+// in-cluster UI, which would read them with credentials its user may not hold.
+func (s *Server) tree(ctx context.Context, st *convergev1.SyncTarget) (*tree.Tree, string) {
 	var opts tree.Options
-	if s.opts.InCluster != nil {
+	var c client.Reader = s.client
+	if st.Spec.KubeConfig != nil {
+		if s.opts.InCluster != nil {
+			return nil, "the objects of a remote cluster are not shown here: run converge tree " + st.Name + " -n " + st.Namespace + " (or converge ui) with your own credentials"
+		}
+		rc, release, err := remote.ForCaller(ctx, s.client, s.client.Scheme(), st, true)
+		if err != nil {
+			return nil, s.explain(err)
+		}
+		defer release()
+		c = rc
+	} else if s.opts.InCluster != nil {
 		opts.MayRead = s.mayRead
 	}
-	t, err := tree.LoadWith(ctx, s.client, st, opts)
+	t, err := tree.LoadWith(ctx, c, st, opts)
 	if err != nil {
-		v.TreeError = err.Error()
+		return t, err.Error()
 	}
-	v.Tree = t
-	return v, nil
+	return t, ""
 }
 
 // historyOf is the timeline, newest first; every commit but the applied one can be
