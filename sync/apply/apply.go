@@ -45,7 +45,7 @@ type Applier struct {
 	Concurrency int
 	// CleanUpOtherTools: when an object is taken over from another tool (see TakesOver),
 	// the labels and annotations that tool leaves on it (Flux's, Helm's, Argo CD's) are
-	// removed too, unless Git sets them.
+	// removed too, unless Git sets them; without it they stay, still owned by that tool.
 	CleanUpOtherTools bool
 }
 

@@ -23,11 +23,15 @@ import (
 // When converge applies an object that another tool wrote (Flux, Helm, Argo CD, kubectl),
 // the server-side apply alone would leave the other tool's field manager owning the
 // fields Git does not set: they would stay in the object for ever. So before converge's
-// apply, the managedFields entries of those tools (TakeoverManagers) are renamed to
-// converge's apply entry, merged into it (fluxcd/pkg/ssa's PatchReplaceFieldsManagers),
-// and kubectl's last-applied-configuration annotation is removed, in one JSON patch of
-// the live object's metadata, guarded by its resourceVersion. converge is then the only
-// owner of those fields, and its apply removes those Git does not set. The object is
+// apply, the fields of the managedFields entries of those tools (TakeoverManagers) are
+// merged into converge's apply entry (see handOver), and kubectl's
+// last-applied-configuration annotation is removed, in one JSON patch of the live
+// object's metadata, guarded by its resourceVersion. converge is then the owner of those
+// fields, and its apply removes those Git does not set. The labels and annotations the
+// other tools leave (otherToolPrefixes and the others of otherToolLabels) are the
+// exception: unless the takeover cleans up (Applier.CleanUpOtherTools), those Git does
+// not set stay owned by their tool's entry, which keeps only them, so they stay on the
+// object; with the clean-up they are removed in the same patch. The object is
 // changed in place: same UID, and a Deployment whose template Git leaves as it is does
 // not roll out (fields the API server defaults are defaulted again to the same values).
 //
@@ -95,25 +99,29 @@ func TakesOver(desired, live *unstructured.Unstructured, cleanUp bool) bool {
 }
 
 // takeoverOps are the JSON patch operations of a takeover of live (none when there is
-// nothing to take over), after a test of its resourceVersion.
+// nothing to take over), after a test of its resourceVersion. With cleanUp, the other
+// tools' labels and annotations that Git does not set are removed; without it they stay,
+// and so do their fields in the other tools' entries (see handOver), so that converge's
+// apply, which does not set them, leaves them on the object.
 func takeoverOps(desired, live *unstructured.Unstructured, cleanUp bool) ([]any, error) {
 	if live == nil || Policy(desired).Or(Policy(live)).Merge || claimedByOther(desired, live) {
 		return nil, nil
 	}
-	managers, err := ssa.PatchReplaceFieldsManagers(live, TakeoverManagers, FieldManager)
+	labels := otherToolLabels(desired, live)
+	annotations := otherToolKeys(desired.GetAnnotations(), live.GetAnnotations())
+	var keep *metav1.FieldsV1
+	if !cleanUp {
+		keep, labels, annotations = metadataFields(labels, annotations), nil, nil
+	}
+	managers, err := handOver(live, keep)
 	if err != nil {
 		return nil, err
 	}
-	annotations, labels := []string{lastAppliedAnnotKey}, []string(nil)
-	if cleanUp {
-		annotations = append(annotations, otherToolKeys(desired.GetAnnotations(), live.GetAnnotations())...)
-		labels = otherToolLabels(desired, live)
-	}
 	var ops []any
-	for _, p := range managers {
-		ops = append(ops, p)
+	if managers != nil {
+		ops = append(ops, ssa.NewPatchReplace("/metadata/managedFields", managers))
 	}
-	for _, p := range ssa.PatchRemoveAnnotations(live, annotations) {
+	for _, p := range ssa.PatchRemoveAnnotations(live, append(annotations, lastAppliedAnnotKey)) {
 		ops = append(ops, p)
 	}
 	for _, p := range ssa.PatchRemoveLabels(live, labels) {
@@ -124,6 +132,150 @@ func takeoverOps(desired, live *unstructured.Unstructured, cleanUp bool) ([]any,
 	}
 	test := map[string]string{"op": "test", "path": "/metadata/resourceVersion", "value": live.GetResourceVersion()}
 	return append([]any{test}, ops...), nil
+}
+
+// metadataFields is the field set (in managedFields' fieldsV1 form) of the given labels
+// and annotations, nil when there are none.
+func metadataFields(labels, annotations []string) *metav1.FieldsV1 {
+	metadata := map[string]any{}
+	for field, keys := range map[string][]string{"f:labels": labels, "f:annotations": annotations} {
+		if len(keys) == 0 {
+			continue
+		}
+		m := map[string]any{}
+		for _, k := range keys {
+			m["f:"+k] = map[string]any{}
+		}
+		metadata[field] = m
+	}
+	if len(metadata) == 0 {
+		return nil
+	}
+	raw, _ := json.Marshal(map[string]any{"f:metadata": metadata}) // maps of strings always marshal
+	return &metav1.FieldsV1{Raw: raw}
+}
+
+// handOver returns live's managedFields with the fields of the TakeoverManagers' entries
+// merged into converge's apply entry (renamed to it when there is none), as fluxcd/pkg/ssa's
+// PatchReplaceFieldsManagers does, except for the fields in keep: those stay with their
+// manager, in an entry of the same manager and operation that holds only them. An entry
+// that holds nothing but kept fields is left as it is. nil when no entry hands anything over.
+func handOver(live *unstructured.Unstructured, keep *metav1.FieldsV1) ([]metav1.ManagedFieldsEntry, error) {
+	entries := live.GetManagedFields()
+	out := make([]metav1.ManagedFieldsEntry, 0, len(entries)+1)
+	var own *metav1.ManagedFieldsEntry
+	for i, e := range entries {
+		if e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			own = &entries[i]
+		}
+	}
+	handed := false
+	for _, e := range entries {
+		if own != nil && e.Manager == own.Manager && e.Operation == own.Operation && e.Subresource == "" {
+			continue // appended, with what it takes over, at the end
+		}
+		if !takenOver(e) {
+			out = append(out, e)
+			continue
+		}
+		moved, kept, err := splitFields(e.FieldsV1, keep)
+		if err != nil {
+			return nil, fmt.Errorf("reading the fields of %s: %w", e.Manager, err)
+		}
+		if moved == nil && kept != nil {
+			out = append(out, e) // all its fields stay with it
+			continue
+		}
+		if kept != nil {
+			residual := e
+			residual.FieldsV1 = kept
+			out = append(out, residual)
+		}
+		if own, err = merged(own, e, moved); err != nil {
+			return nil, err
+		}
+		handed = true
+	}
+	if !handed {
+		return nil, nil
+	}
+	return append(out, *own), nil
+}
+
+// takenOver reports whether e is an entry of one of the TakeoverManagers.
+func takenOver(e metav1.ManagedFieldsEntry) bool {
+	for _, m := range TakeoverManagers {
+		if e.Manager == m.Name && e.Operation == m.OperationType && e.Subresource == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// splitFields splits fields into those not in keep and those in keep (which may be nil),
+// each nil when empty.
+func splitFields(fields, keep *metav1.FieldsV1) (moved, kept *metav1.FieldsV1, err error) {
+	if fields == nil || keep == nil {
+		return fields, nil, nil
+	}
+	set, err := ssa.FieldsToSet(*fields)
+	if err != nil {
+		return nil, nil, err
+	}
+	keepSet, err := ssa.FieldsToSet(*keep)
+	if err != nil {
+		return nil, nil, err
+	}
+	rest, held := set.Difference(&keepSet), set.Intersection(&keepSet)
+	if moved, err = nonEmpty(rest.Empty(), rest.ToJSON); err != nil {
+		return nil, nil, err
+	}
+	kept, err = nonEmpty(held.Empty(), held.ToJSON)
+	return moved, kept, err
+}
+
+// nonEmpty is the fieldsV1 of a set given its emptiness and its JSON, nil when empty.
+func nonEmpty(empty bool, toJSON func() ([]byte, error)) (*metav1.FieldsV1, error) {
+	if empty {
+		return nil, nil
+	}
+	raw, err := toJSON()
+	if err != nil {
+		return nil, err
+	}
+	return &metav1.FieldsV1{Raw: raw}, nil
+}
+
+// merged is converge's apply entry own with the fields moved from the entry from added;
+// from renamed to converge's apply entry when own is nil.
+func merged(own *metav1.ManagedFieldsEntry, from metav1.ManagedFieldsEntry, moved *metav1.FieldsV1) (*metav1.ManagedFieldsEntry, error) {
+	if own == nil {
+		e := from
+		e.Manager, e.Operation, e.FieldsV1 = FieldManager, metav1.ManagedFieldsOperationApply, moved
+		return &e, nil
+	}
+	e := *own
+	if moved == nil {
+		return &e, nil
+	}
+	if e.FieldsV1 == nil {
+		e.FieldsV1 = moved
+		return &e, nil
+	}
+	a, err := ssa.FieldsToSet(*e.FieldsV1)
+	if err != nil {
+		return nil, fmt.Errorf("reading converge's fields: %w", err)
+	}
+	b, err := ssa.FieldsToSet(*moved)
+	if err != nil {
+		return nil, err
+	}
+	union, err := ssa.SetToFields(*a.Union(&b))
+	if err != nil {
+		return nil, err
+	}
+	e.FieldsV1 = &union
+	return &e, nil
 }
 
 // claimedByOther reports whether live's owner labels name a SyncTarget desired's do not.

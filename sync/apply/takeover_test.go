@@ -305,3 +305,176 @@ func TestOtherToolLabelsArgoTracking(t *testing.T) {
 	git.SetLabels(map[string]string{"app": "web", instanceLabel: "shop"})
 	g.Expect(otherToolLabels(git, live)).NotTo(ContainElement(instanceLabel), "Git sets it")
 }
+
+// toolMetadata is, per tool, how it writes an object and the labels and annotations it
+// leaves on it.
+var toolMetadata = []struct {
+	name              string
+	manager           string
+	write             writer
+	labels, annotated map[string]string
+}{
+	{"Helm", "helm/Update", created("helm", false),
+		map[string]string{"helm.sh/chart": "web-1.0", "app.kubernetes.io/managed-by": "Helm"},
+		map[string]string{"meta.helm.sh/release-name": "web", "meta.helm.sh/release-namespace": "shop"}},
+	{"Flux", "kustomize-controller/Apply", serverSide("kustomize-controller"),
+		map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"},
+		nil},
+	{"Argo CD, tracking by annotation", "argocd-controller/Apply", serverSide("argocd-controller"),
+		nil,
+		map[string]string{"argocd.argoproj.io/tracking-id": "shop:apps/Deployment:shop/web", "argocd.argoproj.io/sync-wave": "1"}},
+	{"Argo CD, tracking by label", "argocd-controller/Update", created("argocd-controller", true),
+		map[string]string{"app.kubernetes.io/instance": "shop"},
+		nil},
+}
+
+// TestTakeoverKeepsOtherToolsMetadataUnlessCleanUp: a Deployment Helm, Flux or Argo CD
+// made, with their labels and annotations and a label Git does not have, is taken over in
+// place (same UID, same Pod template). Without CleanUpOtherTools the tool's labels and
+// annotations stay, with their values, owned by the tool's entry that holds nothing else,
+// while the other label is removed; with it, they are removed and converge is the only
+// manager. Either way the next apply changes nothing.
+func TestTakeoverKeepsOtherToolsMetadataUnlessCleanUp(t *testing.T) {
+	for i, tool := range toolMetadata {
+		for _, cleanUp := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/cleanUp=%v", tool.name, cleanUp), func(t *testing.T) {
+				g := NewWithT(t)
+				ctx := t.Context()
+				c, ns := clusterClient(t, fmt.Sprintf("keepmeta%d", i))
+				git := gitDeployment(t, ns)
+				o := theirs(git)
+				o.SetLabels(merge(o.GetLabels(), tool.labels))
+				o.SetAnnotations(merge(o.GetAnnotations(), tool.annotated))
+				g.Expect(tool.write(ctx, c, o)).To(Succeed())
+				before := get(t, c, git)
+
+				opts := Options{CleanUpOtherTools: cleanUp}
+				res, err := Applier{}.Apply(ctx, c, copies([]*unstructured.Unstructured{git}), nil, time.Minute, opts)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(res.Configured).To(Equal(1))
+				after := get(t, c, git)
+				g.Expect(after.GetUID()).To(Equal(before.GetUID()), "taken over in place")
+				g.Expect(after.Object["spec"].(map[string]any)["template"]).To(Equal(before.Object["spec"].(map[string]any)["template"]))
+				g.Expect(after.GetLabels()).NotTo(HaveKey("extra"), "fields Git does not set are removed")
+				g.Expect(after.GetLabels()).To(HaveKeyWithValue(convergev1.NameLabel, "app"))
+				g.Expect(after.GetAnnotations()).NotTo(HaveKey(corev1.LastAppliedConfigAnnotation))
+				for k, v := range tool.labels {
+					if cleanUp {
+						g.Expect(after.GetLabels()).NotTo(HaveKey(k))
+					} else {
+						g.Expect(after.GetLabels()).To(HaveKeyWithValue(k, v))
+					}
+				}
+				for k, v := range tool.annotated {
+					if cleanUp {
+						g.Expect(after.GetAnnotations()).NotTo(HaveKey(k))
+					} else {
+						g.Expect(after.GetAnnotations()).To(HaveKeyWithValue(k, v))
+					}
+				}
+				if cleanUp {
+					g.Expect(managers(after)).To(ConsistOf("converge/Apply"))
+				} else {
+					g.Expect(managers(after)).To(ConsistOf("converge/Apply", tool.manager))
+					g.Expect(ownedMetadata(t, after, tool.manager)).To(ConsistOf(metadataPaths(tool.labels, tool.annotated)),
+						"the tool's entry holds its metadata and nothing else")
+				}
+
+				res, err = Applier{}.Apply(ctx, c, copies([]*unstructured.Unstructured{git}), nil, time.Minute, opts)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(res.Unchanged).To(Equal(1), "taken over once")
+			})
+		}
+	}
+}
+
+func merge(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// ownedMetadata are the fields of o that the entry of manager ("name/Operation") holds,
+// as paths like labels/k and annotations/k; any other field fails the test.
+func ownedMetadata(t *testing.T, o *unstructured.Unstructured, manager string) []string {
+	t.Helper()
+	for _, e := range o.GetManagedFields() {
+		if e.Manager+"/"+string(e.Operation) != manager || e.Subresource != "" {
+			continue
+		}
+		var fields map[string]map[string]map[string]any
+		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+			t.Fatalf("the entry of %s holds more than metadata: %s", manager, e.FieldsV1.Raw)
+		}
+		var out []string
+		for top, metadata := range fields {
+			for field, keys := range metadata {
+				for k := range keys {
+					out = append(out, top+"/"+field+"/"+k)
+				}
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func metadataPaths(labels, annotations map[string]string) []string {
+	var out []string
+	for k := range labels {
+		out = append(out, "f:metadata/f:labels/f:"+k)
+	}
+	for k := range annotations {
+		out = append(out, "f:metadata/f:annotations/f:"+k)
+	}
+	return out
+}
+
+// TestHandOver: the entries of the tools converge takes over are merged into converge's
+// apply entry but for the kept fields, which stay in an entry of their manager; an entry
+// holding only kept fields, and the entries of other managers, are left as they are.
+func TestHandOver(t *testing.T) {
+	g := NewWithT(t)
+	entry := func(manager string, op metav1.ManagedFieldsOperationType, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "v1", FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+	}
+	live := parse(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}`)
+	live.SetManagedFields([]metav1.ManagedFieldsEntry{
+		entry("helm", metav1.ManagedFieldsOperationUpdate,
+			`{"f:data":{"f:a":{}},"f:metadata":{"f:labels":{".":{},"f:helm.sh/chart":{},"f:app":{}}}}`),
+		entry("kustomize-controller", metav1.ManagedFieldsOperationApply,
+			`{"f:metadata":{"f:labels":{"f:kustomize.toolkit.fluxcd.io/name":{}}}}`),
+		entry("someone", metav1.ManagedFieldsOperationUpdate, `{"f:data":{"f:b":{}}}`),
+		entry(FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{"f:c":{}}}`),
+	})
+	keep := metadataFields([]string{"helm.sh/chart", "kustomize.toolkit.fluxcd.io/name"}, nil)
+
+	got, err := handOver(live, keep)
+	g.Expect(err).NotTo(HaveOccurred())
+	fields := map[string]string{}
+	for _, e := range got {
+		fields[e.Manager+"/"+string(e.Operation)] = string(e.FieldsV1.Raw)
+	}
+	g.Expect(fields).To(Equal(map[string]string{
+		"helm/Update":                `{"f:metadata":{"f:labels":{"f:helm.sh/chart":{}}}}`,
+		"kustomize-controller/Apply": `{"f:metadata":{"f:labels":{"f:kustomize.toolkit.fluxcd.io/name":{}}}}`,
+		"someone/Update":             `{"f:data":{"f:b":{}}}`,
+		"converge/Apply":             `{"f:data":{"f:a":{},"f:c":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}`,
+	}))
+	g.Expect(got[len(got)-1].Manager).To(Equal(FieldManager))
+
+	got, err = handOver(live, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(HaveLen(2), "without kept fields, every taken over entry is merged")
+
+	live.SetManagedFields(live.GetManagedFields()[1:]) // only kept fields to take over
+	got, err = handOver(live, keep)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(BeNil(), "nothing handed over")
+}
