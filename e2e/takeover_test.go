@@ -23,12 +23,16 @@ type madeBy struct {
 
 var (
 	helmMade = madeBy{name: "web-helm", manager: "helm",
-		labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
+		labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm", "helm.sh/chart": "web-1.0.0"},
 		annotations: map[string]string{"meta.helm.sh/release-name": "web", "meta.helm.sh/release-namespace": "apps"}}
 	argoMade = madeBy{name: "web-argo", manager: "argocd-controller",
 		labels:      map[string]string{"app.kubernetes.io/instance": "web"},
 		annotations: map[string]string{corev1.LastAppliedConfigAnnotation: `{"kind":"Deployment"}`}}
 	editMade = madeBy{name: "web-edit", manager: "kubectl-edit"}
+	fluxMade = madeBy{name: "web-flux", manager: "kustomize-controller",
+		labels: map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}}
+	argoTrackedMade = madeBy{name: "web-argo-id", manager: "argocd-controller",
+		annotations: map[string]string{"argocd.argoproj.io/tracking-id": "web:apps/Deployment:apps/web-argo-id"}}
 )
 
 // TestTakeoverCleansUpOtherTools: a SyncTarget annotated clean-up-other-tools takes over
@@ -40,13 +44,12 @@ func TestTakeoverCleansUpOtherTools(t *testing.T) {
 	})
 }
 
-// TestTakeoverKeepsOtherToolsMetadata: without the annotation, what Helm and `kubectl edit`
-// made is taken over in place too, and the label Git no longer sets is gone. Helm's own
-// labels and annotations are not checked here: the "helm" manager's fields are taken over,
-// so the apply removes them as well whether clean-up is asked or not.
+// TestTakeoverKeepsOtherToolsMetadata: without the annotation, what Helm, Flux, Argo CD
+// and `kubectl edit` made is taken over in place too, and the label Git no longer sets is
+// gone, but the labels and annotations Helm, Flux and Argo CD left stay, with their values.
 func TestTakeoverKeepsOtherToolsMetadata(t *testing.T) {
 	run(t, 47, "takeover keeping Helm's metadata", parallel, func(s *scenario) {
-		takeover(s, false, helmMade, editMade)
+		takeover(s, false, helmMade, fluxMade, argoTrackedMade, editMade)
 	})
 }
 
@@ -83,14 +86,21 @@ func takeover(s *scenario, cleanUp bool, made ...madeBy) {
 			"%s: the pod template is unchanged, no rollout", m.name)
 		g.Expect(dep.Labels).NotTo(HaveKey("legacy"), "%s: a label Git does not set is gone", m.name)
 		g.Expect(dep.Annotations).NotTo(HaveKey(corev1.LastAppliedConfigAnnotation))
-		if !cleanUp {
-			continue
+		for k, v := range m.labels {
+			if cleanUp {
+				g.Expect(dep.Labels).NotTo(HaveKey(k), "%s: %s cleaned up", m.name, k)
+			} else {
+				g.Expect(dep.Labels).To(HaveKeyWithValue(k, v), "%s: %s kept", m.name, k)
+			}
 		}
-		for k := range m.labels {
-			g.Expect(dep.Labels).NotTo(HaveKey(k), "%s: %s cleaned up", m.name, k)
-		}
-		for k := range m.annotations {
-			g.Expect(dep.Annotations).NotTo(HaveKey(k), "%s: %s cleaned up", m.name, k)
+		for k, v := range m.annotations {
+			switch {
+			case k == corev1.LastAppliedConfigAnnotation:
+			case cleanUp:
+				g.Expect(dep.Annotations).NotTo(HaveKey(k), "%s: %s cleaned up", m.name, k)
+			default:
+				g.Expect(dep.Annotations).To(HaveKeyWithValue(k, v), "%s: %s kept", m.name, k)
+			}
 		}
 	}
 }
