@@ -66,8 +66,11 @@ type Cluster struct {
 	mu    sync.Mutex
 	procs []*component
 	done  bool
-	// apiserver is the kube-apiserver RestartAPIServer started in place of envtest's.
+	// apiserver is the kube-apiserver StartAPIServer started in place of envtest's.
 	apiserver *component
+	// stoppedArgs is the command line of the kube-apiserver StopAPIServer stopped, until
+	// StartAPIServer starts it again.
+	stoppedArgs []string
 }
 
 // component is a process started by the cluster itself (not by envtest).

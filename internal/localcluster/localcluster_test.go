@@ -188,8 +188,9 @@ func TestStartFailsClearlyWithoutBinaries(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("run 'make controlplane' first")))
 }
 
-// TestRestartAPIServer: after a restart the API server answers on the same address with
-// the same credentials and data, and Stop still leaves no process behind.
+// TestRestartAPIServer: after a restart, or a stop and a start, the API server answers on
+// the same address with the same credentials and data, and Stop still leaves no process
+// behind.
 func TestRestartAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the control plane: make test")
@@ -217,6 +218,17 @@ func TestRestartAPIServer(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(got.Data).To(Equal(cm.Data))
 	}
+
+	// Stopped, it is away until started again.
+	g.Expect(c.StopAPIServer()).To(Succeed())
+	g.Expect(c.StopAPIServer()).To(MatchError(ContainSubstring("already stopped")))
+	_, err = cs.CoreV1().ConfigMaps("default").Get(ctx, "before", metav1.GetOptions{})
+	g.Expect(err).To(MatchError(ContainSubstring("connection refused")))
+	g.Expect(c.StartAPIServer(ctx)).To(Succeed())
+	g.Expect(c.StartAPIServer(ctx)).To(MatchError(ContainSubstring("not stopped")))
+	got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "before", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Data).To(Equal(cm.Data))
 	after := localcluster.ChildrenMentioning(os.Getpid(), c.Dir)
 	g.Expect(after).To(HaveLen(len(before)), "etcd and one kube-apiserver")
 	g.Expect(after).NotTo(Equal(before), "the API server is a new process")

@@ -20,10 +20,24 @@ import (
 // file and every component keep working once it is back. It returns when the API server
 // answers /readyz again. Tests use it to see clients live through an API server restart.
 func (c *Cluster) RestartAPIServer(ctx context.Context) error {
+	if err := c.StopAPIServer(); err != nil {
+		return err
+	}
+	return c.StartAPIServer(ctx)
+}
+
+// StopAPIServer stops kube-apiserver and leaves it stopped, etcd and the other components
+// running: the cluster is away for its clients until StartAPIServer. Tests use it to see
+// what a client does while an API server is down.
+func (c *Cluster) StopAPIServer() error {
 	c.mu.Lock()
 	if c.done {
 		c.mu.Unlock()
 		return errors.New("localcluster: the cluster is stopped")
+	}
+	if c.stoppedArgs != nil {
+		c.mu.Unlock()
+		return errors.New("localcluster: kube-apiserver is already stopped")
 	}
 	current := c.apiserver
 	c.apiserver = nil
@@ -41,7 +55,22 @@ func (c *Cluster) RestartAPIServer(ctx context.Context) error {
 			return err
 		}
 	}
+	c.mu.Lock()
+	c.stoppedArgs = args
+	c.mu.Unlock()
+	return nil
+}
 
+// StartAPIServer starts the kube-apiserver StopAPIServer stopped, with the very same
+// command line, and returns when it answers /readyz.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	args := c.stoppedArgs
+	c.stoppedArgs = nil
+	c.mu.Unlock()
+	if args == nil {
+		return errors.New("localcluster: kube-apiserver is not stopped")
+	}
 	p, err := c.spawn("kube-apiserver", args...)
 	if err != nil {
 		return err
@@ -49,7 +78,7 @@ func (c *Cluster) RestartAPIServer(ctx context.Context) error {
 	c.mu.Lock()
 	if c.done {
 		c.mu.Unlock()
-		return errors.Join(errors.New("localcluster: the cluster was stopped during the restart"), stopProcess(p))
+		return errors.Join(errors.New("localcluster: the cluster was stopped during the start of kube-apiserver"), stopProcess(p))
 	}
 	c.apiserver = p
 	c.mu.Unlock()
