@@ -36,8 +36,9 @@ func Render(set *convergev1.SyncTargetSet, params []Params) ([]Rendered, error) 
 		return nil, err
 	}
 	out := make([]Rendered, 0, len(params))
+	parsed := parsedTemplates{}
 	for _, p := range params {
-		r, err := renderOne(set, spec, p)
+		r, err := renderOne(set, spec, p, parsed)
 		if err != nil {
 			return nil, fmt.Errorf("parameters %s: %w", p, err)
 		}
@@ -59,8 +60,9 @@ func decodeSpec(raw []byte) (map[string]any, error) {
 	return spec, nil
 }
 
-func renderOne(set *convergev1.SyncTargetSet, spec map[string]any, p Params) (Rendered, error) {
+func renderOne(set *convergev1.SyncTargetSet, spec map[string]any, p Params, parsed parsedTemplates) (Rendered, error) {
 	r := newRenderer(p)
+	r.parsed = parsed
 	meta := set.Spec.Template.Metadata
 	name, err := r.render(meta.Name)
 	if err != nil {

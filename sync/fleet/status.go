@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +29,15 @@ func (r *Reconciler) fail(ctx context.Context, set *convergev1.SyncTargetSet, re
 	}
 	apimeta.RemoveStatusCondition(&set.Status.Conditions, convergev1.ReconcilingCondition)
 	set.Status.ObservedGeneration = set.Generation
+	return r.patchStatus(ctx, orig, set)
+}
+
+// patchStatus writes the set's status when it differs from orig's: a reconcile that
+// changes nothing sends nothing.
+func (r *Reconciler) patchStatus(ctx context.Context, orig, set *convergev1.SyncTargetSet) error {
+	if equality.Semantic.DeepEqual(orig.Status, set.Status) {
+		return nil
+	}
 	return r.Client.Status().Patch(ctx, set, client.MergeFrom(orig))
 }
 
@@ -56,7 +66,7 @@ func (r *Reconciler) report(ctx context.Context, set *convergev1.SyncTargetSet, 
 		setCondition(set, convergev1.ReadyCondition, metav1.ConditionTrue, convergev1.SucceededReason, msg)
 		apimeta.RemoveStatusCondition(&set.Status.Conditions, convergev1.ReconcilingCondition)
 	}
-	return r.Client.Status().Patch(ctx, set, client.MergeFrom(orig))
+	return r.patchStatus(ctx, orig, set)
 }
 
 func progress(targets []*Target, p Plan) string {

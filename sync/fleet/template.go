@@ -168,10 +168,45 @@ func equal(a any, bs ...any) bool {
 type renderer struct {
 	data   node
 	budget int
+	// parsed, when set, keeps the templates parsed for the other parameter sets.
+	parsed parsedTemplates
 }
 
 func newRenderer(p Params) *renderer {
 	return &renderer{data: p.data(), budget: MaxRenderedBytes}
+}
+
+// parsedTemplates keeps every template string of a set parsed once for all its parameter
+// sets: parsing a template costs more than executing it. Its size is that of the set's
+// template.
+type parsedTemplates map[string]parsedTemplate
+
+type parsedTemplate struct {
+	t   *template.Template
+	err error
+}
+
+// get parses s, or returns what it parsed before.
+func (p parsedTemplates) get(s string) (*template.Template, error) {
+	if c, ok := p[s]; ok {
+		return c.t, c.err
+	}
+	t, err := parseTemplate(s)
+	if p != nil {
+		p[s] = parsedTemplate{t: t, err: err}
+	}
+	return t, err
+}
+
+func parseTemplate(s string) (*template.Template, error) {
+	t, err := template.New("").Option("missingkey=error").Funcs(funcs).Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTree(t); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // render executes s as a template. A string without "{{" is returned as is.
@@ -179,11 +214,8 @@ func (r *renderer) render(s string) (string, error) {
 	if !strings.Contains(s, "{{") {
 		return r.spend(s)
 	}
-	t, err := template.New("").Option("missingkey=error").Funcs(funcs).Parse(s)
+	t, err := r.parsed.get(s)
 	if err != nil {
-		return "", err
-	}
-	if err := checkTree(t); err != nil {
 		return "", err
 	}
 	w := &cappedWriter{left: r.budget}
