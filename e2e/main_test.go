@@ -87,6 +87,8 @@ func runSuite(m *testing.M) int {
 			fmt.Printf("e2e: the daemons' logs are in %s\n", logDir)
 		}
 	}()
+	// The shared remote cluster is stopped once the daemon, whose watches it serves, is.
+	defer stopSharedRemote()
 	env := &suiteTB{}
 	defer env.cleanup()
 	if err := env.run(setUp); err != nil {
