@@ -152,7 +152,7 @@ func metadataFields(labels, annotations []string) *metav1.FieldsV1 {
 		return nil
 	}
 	raw, _ := json.Marshal(map[string]any{"f:metadata": metadata}) // maps of strings always marshal
-	return &metav1.FieldsV1{Raw: raw}
+	return metav1.NewFieldsV1(string(raw))
 }
 
 // handOver returns live's managedFields with the fields of the TakeoverManagers' entries
@@ -243,7 +243,7 @@ func nonEmpty(empty bool, toJSON func() ([]byte, error)) (*metav1.FieldsV1, erro
 	if err != nil {
 		return nil, err
 	}
-	return &metav1.FieldsV1{Raw: raw}, nil
+	return metav1.NewFieldsV1(string(raw)), nil
 }
 
 // merged is converge's apply entry own with the fields moved from the entry from added;

@@ -408,8 +408,8 @@ func ownedMetadata(t *testing.T, o *unstructured.Unstructured, manager string) [
 			continue
 		}
 		var fields map[string]map[string]map[string]any
-		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
-			t.Fatalf("the entry of %s holds more than metadata: %s", manager, e.FieldsV1.Raw)
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
+			t.Fatalf("the entry of %s holds more than metadata: %s", manager, e.FieldsV1.GetRawBytes())
 		}
 		var out []string
 		for top, metadata := range fields {
@@ -442,7 +442,7 @@ func TestHandOver(t *testing.T) {
 	g := NewWithT(t)
 	entry := func(manager string, op metav1.ManagedFieldsOperationType, fields string) metav1.ManagedFieldsEntry {
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "v1", FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+			FieldsV1: metav1.NewFieldsV1(fields)}
 	}
 	live := parse(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}`)
 	live.SetManagedFields([]metav1.ManagedFieldsEntry{
@@ -459,7 +459,7 @@ func TestHandOver(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	fields := map[string]string{}
 	for _, e := range got {
-		fields[e.Manager+"/"+string(e.Operation)] = string(e.FieldsV1.Raw)
+		fields[e.Manager+"/"+string(e.Operation)] = e.FieldsV1.GetRawString()
 	}
 	g.Expect(fields).To(Equal(map[string]string{
 		"helm/Update":                `{"f:metadata":{"f:labels":{"f:helm.sh/chart":{}}}}`,
