@@ -183,6 +183,16 @@ func (b *Bench) createManyTargets(ctx context.Context, url string, names []strin
 
 // checkMany checks that every namespace of many holds its four objects, applied by converge.
 func (b *Bench) checkMany(ctx context.Context, n int) error {
+	namespaces := make([]string, n)
+	for i := range n {
+		namespaces[i] = manyNamespace(i)
+	}
+	return checkManyIn(ctx, b.c, namespaces)
+}
+
+// checkManyIn checks that each of namespaces holds many's four objects in the cluster of c,
+// applied by converge.
+func checkManyIn(ctx context.Context, c client.Client, namespaces []string) error {
 	owned := client.MatchingLabels{convergev1.NamespaceLabel: benchNamespace}
 	lists := map[string]client.ObjectList{
 		"Deployments":     &appsv1.DeploymentList{},
@@ -190,12 +200,13 @@ func (b *Bench) checkMany(ctx context.Context, n int) error {
 		"Services":        &corev1.ServiceList{},
 		"Ingresses":       &networkingv1.IngressList{},
 	}
+	n := len(namespaces)
 	want := map[string]bool{}
-	for i := range n {
-		want[manyNamespace(i)] = true
+	for _, ns := range namespaces {
+		want[ns] = true
 	}
 	for kind, list := range lists {
-		if err := b.c.List(ctx, list, owned); err != nil {
+		if err := c.List(ctx, list, owned); err != nil {
 			return err
 		}
 		found := map[string]bool{}
