@@ -51,7 +51,7 @@ type Options struct {
 
 // SetupWithManager creates the controller and registers it with mgr: it watches sets
 // (spec changes) and the SyncTargets they own (so that a SyncTarget becoming Ready
-// advances a rollout).
+// advances a rollout), the latter only for a change the set reads (childChanged).
 func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	cache, err := sources.NewCache(o.Cache)
 	if err != nil {
@@ -65,7 +65,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("synctargetset").
 		For(&convergev1.SyncTargetSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&convergev1.SyncTarget{}).
+		Owns(&convergev1.SyncTarget{}, builder.WithPredicates(childChanged)).
 		Complete(r)
 	return r, err
 }

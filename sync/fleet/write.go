@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,22 +31,63 @@ func metav1ControllerOf(o metav1.Object) *metav1.OwnerReference {
 // dry-run of its write (a create for a new SyncTarget, which also refuses a name another
 // SyncTarget holds; an apply for an existing one), which runs the CRD's schema and CEL rules.
 // The error names the parameter set.
+// A SyncTarget up to date holds this very rendering, which passed both before it was
+// written: it is not checked again. The dry-runs run writeConcurrency at once.
 func (r *Reconciler) validate(ctx context.Context, set *convergev1.SyncTargetSet, targets []*Target) error {
+	var check []*Target
 	for _, t := range targets {
+		if t.UpToDate() {
+			continue
+		}
 		if err := t.Validate(set.Namespace); err != nil {
 			return fmt.Errorf("parameters %s: %w", t.Params, err)
 		}
-	}
-	for _, t := range targets {
-		if t.UpToDate() || r.passed(set, t) {
-			continue
+		if !r.passed(set, t) {
+			check = append(check, t)
 		}
+	}
+	return eachTarget(ctx, check, func(ctx context.Context, t *Target) error {
 		if err := r.dryRun(ctx, set, t); err != nil {
 			return fmt.Errorf("parameters %s: SyncTarget %q: %w", t.Params, t.Name, err)
 		}
 		r.remember(set, t)
+		return nil
+	})
+}
+
+// writeConcurrency bounds the dry-runs, and then the writes, of one reconcile in flight at
+// once: one at a time, a change of N SyncTargets waits for 2N round trips.
+const writeConcurrency = 16
+
+// eachTarget runs f for every target, writeConcurrency at once. Once one fails, those not
+// started yet are skipped (those started finish); the error is that of the first target,
+// in order, that failed.
+func eachTarget(ctx context.Context, targets []*Target, f func(context.Context, *Target) error) error {
+	errs := make([]error, len(targets))
+	sem := make(chan struct{}, writeConcurrency)
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Bool
+	)
+	for i, t := range targets {
+		sem <- struct{}{}
+		if failed.Load() || ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if errs[i] = f(ctx, t); errs[i] != nil {
+				failed.Store(true)
+			}
+		})
 	}
-	return nil
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
 }
 
 func (r *Reconciler) dryRun(ctx context.Context, set *convergev1.SyncTargetSet, t *Target) error {
@@ -108,15 +151,16 @@ func (r *Reconciler) remember(set *convergev1.SyncTargetSet, t *Target) {
 
 // write applies the SyncTargets, server-side, as FieldOwner: a field the template no
 // longer sets is removed, fields others set are left alone.
+// They are written writeConcurrency at once.
 func (r *Reconciler) write(ctx context.Context, set *convergev1.SyncTargetSet, targets []*Target) error {
-	for _, t := range targets {
+	return eachTarget(ctx, targets, func(ctx context.Context, t *Target) error {
 		obj := t.Object(set.Namespace, set)
 		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
 			client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying SyncTarget %s/%s: %w", set.Namespace, t.Name, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // remove deletes a SyncTarget no longer generated (its own finalizer prunes its objects

@@ -1,0 +1,74 @@
+package fleet
+
+import (
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+)
+
+// childChanged lets through the updates of a generated SyncTarget that change what its set
+// reads of it (childState): a status write that changes none of it — a fetched revision,
+// the inventory, the history, a progress message — does not wake the set. Creates and
+// deletes always do.
+var childChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*convergev1.SyncTarget)
+	cur, okNew := e.ObjectNew.(*convergev1.SyncTarget)
+	if !okOld || !okNew {
+		return true
+	}
+	return stateOf(old) != stateOf(cur)
+}}
+
+// childState is what the set reads of a SyncTarget it generated: its rendering, its
+// ownership, whether its controller acted on its spec, and the conditions of the rollout,
+// with the message of a failure (which the set's Ready condition repeats).
+type childState struct {
+	generation, observedGeneration int64
+	hash, set                      string
+	controller                     types.UID
+	deleting                       bool
+	ready, stalled, reconciling    conditionState
+}
+
+type conditionState struct {
+	status          metav1.ConditionStatus
+	reason, message string
+}
+
+func stateOf(st *convergev1.SyncTarget) childState {
+	s := childState{
+		generation: st.Generation, observedGeneration: st.Status.ObservedGeneration,
+		hash: st.Annotations[TemplateHashAnnotation], set: st.Labels[convergev1.SetLabel],
+		deleting: st.DeletionTimestamp != nil,
+	}
+	if ref := metav1ControllerOf(st); ref != nil {
+		s.controller = ref.UID
+	}
+	conds := st.Status.Conditions
+	s.ready = conditionOf(conds, convergev1.ReadyCondition, func(c *metav1.Condition) bool {
+		return c.Status == metav1.ConditionFalse && !waitingReasons[c.Reason]
+	})
+	s.stalled = conditionOf(conds, convergev1.StalledCondition, func(c *metav1.Condition) bool {
+		return c.Status == metav1.ConditionTrue
+	})
+	s.reconciling = conditionOf(conds, convergev1.ReconcilingCondition, func(*metav1.Condition) bool { return false })
+	return s
+}
+
+// conditionOf is a condition's status and reason, and its message when withMessage says
+// the set may repeat it.
+func conditionOf(conds []metav1.Condition, typ string, withMessage func(*metav1.Condition) bool) conditionState {
+	c := apimeta.FindStatusCondition(conds, typ)
+	if c == nil {
+		return conditionState{}
+	}
+	s := conditionState{status: c.Status, reason: c.Reason}
+	if withMessage(c) {
+		s.message = c.Message
+	}
+	return s
+}

@@ -1,0 +1,85 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+)
+
+// TestChildChangedWakesTheSetOnlyForWhatItReads: a generated SyncTarget's status write that
+// changes no condition the rollout reads does not reconcile the set; one that makes it
+// Ready, fails it or acts on a new generation does.
+func TestChildChangedWakesTheSetOnlyForWhatItReads(t *testing.T) {
+	g := NewWithT(t)
+	base := tgt("a", "main", "updating").Live
+	wakes := func(edit func(st *convergev1.SyncTarget)) bool {
+		cur := base.DeepCopy()
+		edit(cur)
+		return childChanged.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: cur})
+	}
+	g.Expect(wakes(func(st *convergev1.SyncTarget) {
+		st.Status.LastFetchedRevision = "main@sha1:abc"
+		st.Status.Inventory = &convergev1.ResourceInventory{}
+	})).To(BeFalse(), "a fetched revision and an inventory")
+	g.Expect(wakes(func(st *convergev1.SyncTarget) { st.Status.Conditions[0].Message = "applying" })).
+		To(BeFalse(), "a new message of a Ready condition that is no failure")
+	g.Expect(wakes(func(st *convergev1.SyncTarget) { st.Status.ObservedGeneration = 2 })).
+		To(BeTrue(), "its controller acted on its spec")
+	g.Expect(wakes(func(st *convergev1.SyncTarget) {
+		st.Status.Conditions[0] = metav1.Condition{Type: convergev1.ReadyCondition, Status: metav1.ConditionFalse,
+			Reason: convergev1.RolledBackReason, Message: "health check failed"}
+	})).To(BeTrue(), "it failed")
+	g.Expect(wakes(func(st *convergev1.SyncTarget) { st.Annotations[TemplateHashAnnotation] = "other" })).
+		To(BeTrue(), "another rendering")
+
+	failed := tgt("a", "main", "failed").Live
+	cur := failed.DeepCopy()
+	cur.Status.Conditions[0].Message = "another failure"
+	g.Expect(childChanged.Update(event.UpdateEvent{ObjectOld: failed, ObjectNew: cur})).
+		To(BeTrue(), "a failure's message, which the set repeats")
+}
+
+// TestEachTargetReportsTheFirstFailureInOrder: of the targets that failed, the error is the
+// first one's in the targets' order, whatever order they finished in, and no more than
+// writeConcurrency run at once.
+func TestEachTargetReportsTheFirstFailureInOrder(t *testing.T) {
+	g := NewWithT(t)
+	targets := make([]*Target, 3*writeConcurrency)
+	for i := range targets {
+		targets[i] = &Target{Rendered: Rendered{Name: fmt.Sprintf("t%02d", i)}}
+	}
+	var running, most atomic.Int64
+	release := make(chan struct{})
+	err := eachTarget(context.Background(), targets, func(_ context.Context, tg *Target) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		switch tg.Name {
+		case "t03":
+			<-release // fails after t05
+			return errors.New("t03 failed")
+		case "t05":
+			defer close(release)
+			return errors.New("t05 failed")
+		}
+		return nil
+	})
+	g.Expect(err).To(MatchError("t03 failed"))
+	g.Expect(most.Load()).To(BeNumerically("<=", writeConcurrency))
+
+	var calls atomic.Int64
+	g.Expect(eachTarget(context.Background(), targets, func(context.Context, *Target) error {
+		calls.Add(1)
+		return nil
+	})).To(Succeed())
+	g.Expect(calls.Load()).To(Equal(int64(len(targets))), "every target, once")
+}
