@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,7 +11,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
@@ -70,6 +74,13 @@ func takeover(s *scenario, cleanUp bool, made ...madeBy) {
 		g.Expect(suite.k8s.Create(s.t.Context(), live, fieldOwner(m.manager))).To(Succeed())
 		before[m.name] = live
 	}
+	pods := map[string][]types.UID{}
+	for _, m := range made {
+		g.Eventually(func(g Gomega) {
+			pods[m.name] = podUIDs(g, s.app, m.name)
+			g.Expect(pods[m.name]).To(HaveLen(1))
+		}).WithTimeout(60*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "%s's Pod", m.name)
+	}
 	r := s.repo("takeover")
 	rev := r.commit(files)
 	st := s.syncTarget("takeover", r, func(st *convergev1.SyncTarget) {
@@ -84,6 +95,7 @@ func takeover(s *scenario, cleanUp bool, made ...madeBy) {
 		g.Expect(dep.UID).To(Equal(before[m.name].UID), "%s taken over in place", m.name)
 		g.Expect(equality.Semantic.DeepEqual(dep.Spec.Template, before[m.name].Spec.Template)).To(BeTrue(),
 			"%s: the pod template is unchanged, no rollout", m.name)
+		g.Expect(podUIDs(g, s.app, m.name)).To(Equal(pods[m.name]), "%s: the same Pod runs on", m.name)
 		g.Expect(dep.Labels).NotTo(HaveKey("legacy"), "%s: a label Git does not set is gone", m.name)
 		g.Expect(dep.Annotations).NotTo(HaveKey(corev1.LastAppliedConfigAnnotation))
 		for k, v := range m.labels {
@@ -103,4 +115,19 @@ func takeover(s *scenario, cleanUp bool, made ...madeBy) {
 			}
 		}
 	}
+}
+
+// podUIDs are the UIDs of the Pods of the Deployment name (label app=name) in ns, sorted,
+// those being deleted aside.
+func podUIDs(g Gomega, ns, name string) []types.UID {
+	list := &corev1.PodList{}
+	g.Expect(suite.k8s.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{"app": name})).To(Succeed())
+	var uids []types.UID
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			uids = append(uids, p.UID)
+		}
+	}
+	slices.Sort(uids)
+	return uids
 }
