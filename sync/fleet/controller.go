@@ -51,7 +51,8 @@ type Options struct {
 
 // SetupWithManager creates the controller and registers it with mgr: it watches sets
 // (spec changes) and the SyncTargets they own (so that a SyncTarget becoming Ready
-// advances a rollout), the latter only for a change the set reads (childChanged).
+// advances a rollout), the latter only for a change the set reads (childChanged), and
+// batched (childBatch).
 func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	cache, err := sources.NewCache(o.Cache)
 	if err != nil {
@@ -65,7 +66,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("synctargetset").
 		For(&convergev1.SyncTargetSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&convergev1.SyncTarget{}, builder.WithPredicates(childChanged)).
+		Watches(&convergev1.SyncTarget{}, enqueueSetOfChild(childBatch), builder.WithPredicates(childChanged)).
 		Complete(r)
 	return r, err
 }

@@ -1,11 +1,19 @@
 package fleet
 
 import (
+	"context"
+	"time"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
@@ -71,4 +79,40 @@ func conditionOf(conds []metav1.Condition, typ string, withMessage func(*metav1.
 		s.message = c.Message
 	}
 	return s
+}
+
+// childBatch is how long the set waits after a change of a SyncTarget it generated before
+// it reconciles: the changes of many SyncTargets within it (N of them turning Ready as a
+// rollout lands) wake the set once, not N times, each of which would render and list its
+// every SyncTarget again.
+const childBatch = 250 * time.Millisecond
+
+// enqueueSetOfChild enqueues, childBatch later, the set that is the controller of a
+// SyncTarget.
+func enqueueSetOfChild(delay time.Duration) handler.EventHandler {
+	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		ref := metav1ControllerOf(o)
+		if ref == nil || ref.Kind != convergev1.SyncTargetSetKind {
+			return
+		}
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil || gv.Group != convergev1.GroupVersion.Group {
+			return
+		}
+		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}, delay)
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+	}
 }

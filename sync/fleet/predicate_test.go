@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
@@ -82,4 +86,31 @@ func TestEachTargetReportsTheFirstFailureInOrder(t *testing.T) {
 		return nil
 	})).To(Succeed())
 	g.Expect(calls.Load()).To(Equal(int64(len(targets))), "every target, once")
+}
+
+// TestEnqueueSetOfChildBatches: many changes of the SyncTargets of one set within the batch
+// enqueue that set once; a SyncTarget no set controls enqueues nothing.
+func TestEnqueueSetOfChildBatches(t *testing.T) {
+	g := NewWithT(t)
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	h := enqueueSetOfChild(200 * time.Millisecond)
+	set := &convergev1.SyncTargetSet{ObjectMeta: metav1.ObjectMeta{Name: "rings", Namespace: "apps", UID: "u1"}}
+	child := func(name string, controlled bool) *convergev1.SyncTarget {
+		st := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "apps"}}
+		if controlled {
+			st.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(set, convergev1.GroupVersion.WithKind(convergev1.SyncTargetSetKind))}
+		}
+		return st
+	}
+	for i := range 20 {
+		st := child(fmt.Sprintf("t%d", i), true)
+		h.Update(t.Context(), event.UpdateEvent{ObjectOld: st, ObjectNew: st}, q)
+	}
+	h.Create(t.Context(), event.CreateEvent{Object: child("hand-written", false)}, q)
+	g.Expect(q.Len()).To(Equal(0), "not before the batch ends")
+	g.Eventually(q.Len).WithTimeout(5 * time.Second).WithPolling(10 * time.Millisecond).Should(Equal(1))
+	req, _ := q.Get()
+	g.Expect(req.NamespacedName).To(Equal(types.NamespacedName{Namespace: "apps", Name: "rings"}))
+	g.Consistently(q.Len).WithTimeout(200 * time.Millisecond).WithPolling(10 * time.Millisecond).Should(Equal(0))
 }
