@@ -198,6 +198,7 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 		return r, err
 	}
 	defer b.stopDaemon(d)
+	prof := b.startProfile(d, fmt.Sprintf("fleet N=%d (%s)", n, w.name))
 	names := make([]string, n)
 	for i := range n {
 		names[i] = fleetName(i)
@@ -230,6 +231,9 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 		return r, err
 	}
 	r.sent, r.updateSent = c1.requests.minus(c0.requests), c2.requests.minus(c1.requests)
+	if err := b.finishProfile(prof); err != nil {
+		return r, err
+	}
 	if err := d.running(); err != nil {
 		return r, err
 	}
