@@ -75,15 +75,11 @@ func (o *chartTestOptions) run(cmd *cobra.Command, name string) error {
 		return fmt.Errorf("reading SyncTarget %s/%s: %w", ns, name, err)
 	}
 	// The tests of a SyncTarget of a remote cluster run there, as its chart deploys there.
-	rc, release, err := remote.ForCaller(ctx, c, c.Scheme(), st, true)
+	cluster, release, err := remote.ClientFor(ctx, c, st, true)
 	if err != nil {
 		return err
 	}
 	defer release()
-	cluster := c
-	if rc != nil {
-		cluster = rc
-	}
 	tests, err := chartTests(ctx, c, cluster, st)
 	if err != nil {
 		return err

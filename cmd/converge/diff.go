@@ -80,7 +80,7 @@ func (o *diffOptions) run(ctx context.Context, out io.Writer, args []string) err
 	}
 	defer func() { _ = in.Close() }()
 
-	if in.cluster != nil { // a SyncTarget of a remote cluster: compared with that cluster
+	if in.cluster != nil { // a SyncTarget's objects are compared with its cluster
 		c = in.cluster
 	}
 	objects, err := diff.Render(ctx, c.RESTMapper(), in.render)
@@ -186,7 +186,8 @@ type diffInput struct {
 	options  diff.Options
 	title    string
 	checkout *diff.Checkout
-	// cluster is the client of the SyncTarget's remote cluster, nil for the current one.
+	// cluster is the client of the cluster the SyncTarget deploys to, nil when no
+	// SyncTarget is named.
 	cluster client.Client
 	release func()
 }
@@ -223,14 +224,10 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 		return nil, fmt.Errorf("reading SyncTarget %s/%s: %w", ns, o.target, err)
 	}
 	in.options = diff.OptionsFor(st)
-	if in.cluster, in.release, err = remote.ForCaller(ctx, c, c.Scheme(), st, true); err != nil {
+	if in.cluster, in.release, err = remote.ClientFor(ctx, c, st, true); err != nil {
 		return nil, err
 	}
-	var cluster client.Reader
-	if in.cluster != nil {
-		cluster = in.cluster
-	}
-	if in.render, err = diff.TargetRenderOptions(ctx, c, cluster, st, "", ""); err != nil {
+	if in.render, err = diff.TargetRenderOptions(ctx, c, in.cluster, st, "", ""); err != nil {
 		return nil, err
 	}
 	if o.path != "" {

@@ -40,15 +40,12 @@ func (o *treeOptions) run(ctx context.Context, out io.Writer, name string) error
 	}
 	// A SyncTarget of a remote cluster: its objects are read there (a loopback cluster is
 	// allowed, the CLI runs with the network position of its user).
-	rc, release, err := remote.ForCaller(ctx, c, c.Scheme(), st, true)
+	cluster, release, err := remote.ClientFor(ctx, c, st, true)
 	if err != nil {
 		return err
 	}
 	defer release()
-	if rc != nil {
-		c = rc
-	}
-	t, err := tree.Load(ctx, c, st)
+	t, err := tree.Load(ctx, cluster, st)
 	if err != nil {
 		return err
 	}

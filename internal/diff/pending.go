@@ -20,7 +20,7 @@ func RenderOptionsFor(st *convergev1.SyncTarget, root, path string) RenderOption
 // TargetRenderOptions returns the RenderOptions of st's objects rendered from root, with
 // the SOPS keys of its spec.decryption and the variables of its spec.postBuild read with c —
 // the caller's own credentials, as the source's are — so that they render as the daemon
-// renders them. A chart's lookups read cluster, the cluster st deploys to (c when nil).
+// renders them. A chart's lookups read cluster, the cluster st deploys to.
 func TargetRenderOptions(ctx context.Context, c, cluster client.Reader, st *convergev1.SyncTarget, root, path string) (RenderOptions, error) {
 	in := target.For(st, c, nil)
 	vars, err := in.Variables(ctx, c)
@@ -30,9 +30,6 @@ func TargetRenderOptions(ctx context.Context, c, cluster client.Reader, st *conv
 	ro, err := in.RenderOptions(ctx, root, vars)
 	ro.Path = path
 	if ro.Helm != nil {
-		if cluster == nil {
-			cluster = c
-		}
 		ro.Helm.Lookup = target.Lookup(cluster)
 	}
 	return ro, err
@@ -51,15 +48,11 @@ func Pending(ctx context.Context, c client.Client, st *convergev1.SyncTarget, re
 	// A SyncTarget of a remote cluster is compared with that cluster, and its chart's
 	// lookups read there (never one at a loopback address: the web UI may run beside the
 	// daemon).
-	rc, release, err := remote.ForCaller(ctx, c, c.Scheme(), st, false)
+	cluster, release, err := remote.ClientFor(ctx, c, st, false)
 	if err != nil {
 		return nil, co.Revision, err
 	}
 	defer release()
-	cluster := c
-	if rc != nil {
-		cluster = rc
-	}
 	ro, err := TargetRenderOptions(ctx, c, cluster, st, co.Dir, st.Spec.Path)
 	if err != nil {
 		return nil, co.Revision, err

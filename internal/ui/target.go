@@ -122,20 +122,17 @@ func (s *Server) targetLive(ctx context.Context, st *convergev1.SyncTarget) (*ta
 // in-cluster UI, which would read them with credentials its user may not hold.
 func (s *Server) tree(ctx context.Context, st *convergev1.SyncTarget) (*tree.Tree, string) {
 	var opts tree.Options
-	var c client.Reader = s.client
-	if st.Spec.KubeConfig != nil {
-		if s.opts.InCluster != nil {
+	if s.opts.InCluster != nil {
+		if st.Spec.KubeConfig != nil {
 			return nil, "the objects of a remote cluster are not shown here: run converge tree " + st.Name + " -n " + st.Namespace + " (or converge ui) with your own credentials"
 		}
-		rc, release, err := remote.ForCaller(ctx, s.client, s.client.Scheme(), st, true)
-		if err != nil {
-			return nil, s.explain(err)
-		}
-		defer release()
-		c = rc
-	} else if s.opts.InCluster != nil {
 		opts.MayRead = s.mayRead
 	}
+	c, release, err := remote.ClientFor(ctx, s.client, st, true)
+	if err != nil {
+		return nil, s.explain(err)
+	}
+	defer release()
 	t, err := tree.LoadWith(ctx, c, st, opts)
 	if err != nil {
 		return t, err.Error()

@@ -289,3 +289,17 @@ func ForCaller(ctx context.Context, r client.Reader, scheme *runtime.Scheme, st 
 	}
 	return c, release, nil
 }
+
+// ClientFor returns the client of the cluster st deploys to, for a caller other than the
+// daemon: ForCaller's client for a SyncTarget of a remote cluster, c itself for one of c's
+// cluster. release is never nil.
+func ClientFor(ctx context.Context, c client.Client, st *convergev1.SyncTarget, allowLoopback bool) (client.Client, func(), error) {
+	rc, release, err := ForCaller(ctx, c, c.Scheme(), st, allowLoopback)
+	if err != nil {
+		return nil, release, err
+	}
+	if rc == nil {
+		return c, release, nil
+	}
+	return rc, release, nil
+}

@@ -145,3 +145,22 @@ func TestAcquireErrorsNameTheSecret(t *testing.T) {
 		t.Fatalf("%d clusters open after refusals", cs.Len())
 	}
 }
+
+// TestClientForTheTargetsCluster: a SyncTarget without spec.kubeConfig is read with the
+// caller's own client; one whose kubeconfig Secret is refused gets the refusal, no client.
+func TestClientForTheTargetsCluster(t *testing.T) {
+	c := secretReader(t, map[string][]byte{"value": kubeconfig(t, "https://cluster.example.com", func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+		u.Exec = &clientcmdapi.ExecConfig{Command: "aws"}
+	})})
+	local := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "local"}}
+	got, release, err := ClientFor(context.Background(), c, local, false)
+	if err != nil || got != c {
+		t.Fatalf("a SyncTarget of the caller's cluster: want the caller's client, got %v, %v", got, err)
+	}
+	release()
+	got, release, err = ClientFor(context.Background(), c, syncTarget("remote", "kc", ""), false)
+	if err == nil || !strings.Contains(err.Error(), "exec plugins are not run") || got != nil {
+		t.Fatalf("an exec-plugin kubeconfig: want its refusal and no client, got %v, %v", got, err)
+	}
+	release()
+}
