@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"strings"
 	"time"
 
@@ -65,23 +64,12 @@ func helmSpec(i int) *convergev1.HelmSpec {
 
 // podinfoFiles returns podinfo's files under dir, its Chart.yaml at version.
 func podinfoFiles(dir, version string) (map[string]string, error) {
-	files := map[string]string{}
-	fsys := testcharts.FS(testcharts.Podinfo)
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return err
-		}
-		if p == "Chart.yaml" {
-			data = []byte(withChartVersion(string(data), version))
-		}
-		files[dir+"/"+p] = string(data)
-		return nil
-	})
-	return files, err
+	files, err := testcharts.Files(testcharts.Podinfo, dir)
+	if err != nil {
+		return nil, err
+	}
+	files[dir+"/Chart.yaml"] = withChartVersion(files[dir+"/Chart.yaml"], version)
+	return files, nil
 }
 
 // withChartVersion sets the version: line of a Chart.yaml.

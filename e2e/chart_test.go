@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"io/fs"
 	"testing"
 	"time"
 
@@ -19,16 +18,7 @@ import (
 
 // podinfoFiles is the podinfo chart, unmodified, at deploy/.
 func podinfoFiles(t *testing.T) map[string]string {
-	files := map[string]string{}
-	chart := testcharts.FS(testcharts.Podinfo)
-	err := fs.WalkDir(chart, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(chart, p)
-		files["deploy/"+p] = string(b)
-		return err
-	})
+	files, err := testcharts.Files(testcharts.Podinfo, "deploy")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -220,16 +219,7 @@ func syncTargetsOf(g Gomega, out string) map[string]*convergev1.SyncTarget {
 // podinfoArchive is the podinfo chart of internal/testcharts, packaged.
 func podinfoArchive(t *testing.T) []byte {
 	t.Helper()
-	files := map[string]string{}
-	chart := testcharts.FS(testcharts.Podinfo)
-	err := fs.WalkDir(chart, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(chart, p)
-		files[p] = string(b)
-		return err
-	})
+	files, err := testcharts.Files(testcharts.Podinfo, "")
 	if err != nil {
 		t.Fatal(err)
 	}

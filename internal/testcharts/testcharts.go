@@ -7,6 +7,7 @@ import (
 	"embed"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 )
 
@@ -46,4 +47,20 @@ func CopyTo(dir, name string) (string, error) {
 		return os.WriteFile(dst, b, 0o644)
 	})
 	return root, err
+}
+
+// Files returns the files of the chart name by path under dir ("" for the chart's root),
+// for a test that commits the chart to a repository or packages it.
+func Files(name, dir string) (map[string]string, error) {
+	files := map[string]string{}
+	chart := FS(name)
+	err := fs.WalkDir(chart, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(chart, p)
+		files[path.Join(dir, p)] = string(b)
+		return err
+	})
+	return files, err
 }

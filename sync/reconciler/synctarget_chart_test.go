@@ -3,7 +3,6 @@ package reconciler_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"testing"
 	"time"
 
@@ -258,16 +257,7 @@ spec:
 // TestRealChartDeploys: the podinfo chart, unmodified, deploys and becomes healthy.
 func TestRealChartDeploys(t *testing.T) {
 	f := newFixture(t)
-	files := map[string]string{}
-	chartFS := testcharts.FS(testcharts.Podinfo)
-	err := fs.WalkDir(chartFS, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(chartFS, p)
-		files["deploy/"+p] = string(b)
-		return err
-	})
+	files, err := testcharts.Files(testcharts.Podinfo, "deploy")
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	rev := f.commit(files)
 	st := f.syncTarget("podinfo", func(st *convergev1.SyncTarget) {
