@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/freeport"
 	"github.com/converge-gitops/converge/internal/gittest"
 	"github.com/converge-gitops/converge/internal/localcluster"
 	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
@@ -225,38 +225,12 @@ type daemon struct {
 	anonPeak atomic.Int64
 }
 
-// handedOut holds the ports freePort gave: the kernel may give a port closed a moment
-// ago again, and two daemon flags on one port make the daemon exit.
-var handedOut = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
-
-// freePort returns a loopback port free right now and not handed out before.
-func freePort() (int, error) {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		if !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free loopback port")
-}
-
 // startDaemon runs `converge serve` with its defaults, but for loopback ports and a cache
 // directory of its own, and waits until it serves its probes and metrics.
 func (b *Bench) startDaemon(ctx context.Context, name string, extraArgs ...string) (*daemon, error) {
 	var ports [4]int
 	for i := range ports {
-		p, err := freePort()
+		p, err := freeport.Port()
 		if err != nil {
 			return nil, err
 		}

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/converge-gitops/converge/internal/freeport"
 )
 
 // Flux's kinds, as the baseline uses them.
@@ -80,7 +82,7 @@ func (b *Bench) startFlux(ctx context.Context, name string) (*flux, error) {
 func (b *Bench) startFluxWith(ctx context.Context, name, applier string) (*flux, error) {
 	var ports [5]int
 	for i := range ports {
-		p, err := freePort()
+		p, err := freeport.Port()
 		if err != nil {
 			return nil, err
 		}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/converge-gitops/converge/internal/freeport"
 )
 
 // daemon is a `converge serve` process of the real binary. Its output is kept in memory,
@@ -137,7 +138,15 @@ func (d *daemon) lostPort() bool {
 	if !lost {
 		return false
 	}
-	d.args[metricsArg], d.args[probeArg] = pickAddr(), pickAddr()
+	metrics, err := freeport.Addr()
+	if err != nil {
+		return false
+	}
+	probe, err := freeport.Addr()
+	if err != nil {
+		return false
+	}
+	d.args[metricsArg], d.args[probeArg] = metrics, probe
 	d.probe = "http://" + d.args[probeArg]
 	return true
 }
@@ -251,37 +260,13 @@ func (d *daemon) tail(n int, filter string) string {
 	return strings.Join(keep, "\n")
 }
 
-// freeAddr returns a loopback address with a port free right now and never handed out
-// before in this process (the kernel may give a port closed a moment ago again).
+// freeAddr returns a loopback address with a port free right now and not handed out
+// before in this process.
 func freeAddr(tb testing.TB) string {
 	tb.Helper()
-	addr := pickAddr()
-	if addr == "" {
-		tb.Fatal("no free loopback port")
+	addr, err := freeport.Addr()
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return addr
-}
-
-var handedOut = struct {
-	sync.Mutex
-	addrs map[string]bool
-}{addrs: map[string]bool{}}
-
-// pickAddr is freeAddr without a test: "" when no new free port was found.
-func pickAddr() string {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return ""
-		}
-		addr := l.Addr().String()
-		_ = l.Close()
-		if !handedOut.addrs[addr] {
-			handedOut.addrs[addr] = true
-			return addr
-		}
-	}
-	return ""
 }

@@ -7,12 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/freeport"
 	"github.com/converge-gitops/converge/internal/gittest"
 	"github.com/converge-gitops/converge/internal/localcluster"
 	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
@@ -293,25 +292,15 @@ func daemonOutput(d *daemon) string {
 // describe is a failure message of Gomega, computed when the assertion fails.
 func (d *daemon) describe() string { return "daemon output:\n" + daemonOutput(d) }
 
-var handedOut sync.Map
-
 // freeAddr returns a loopback address with a port free right now and not handed out
-// before in this process (the kernel may give a port closed a moment ago again).
+// before in this process.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		_ = l.Close()
-		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
-			return addr
-		}
+	addr, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free loopback port")
-	return ""
+	return addr
 }
 
 func httpGet(url string) (int, error) {
