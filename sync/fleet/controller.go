@@ -66,7 +66,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("synctargetset").
 		For(&convergev1.SyncTargetSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&convergev1.SyncTarget{}, enqueueSetOfChild(childBatch), builder.WithPredicates(childChanged)).
+		Watches(&convergev1.SyncTarget{}, enqueueSetOfChild(mgr.GetScheme(), mgr.GetRESTMapper(), childBatch), builder.WithPredicates(childChanged)).
 		Complete(r)
 	return r, err
 }

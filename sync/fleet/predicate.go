@@ -4,12 +4,11 @@ import (
 	"context"
 	"time"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -70,7 +69,7 @@ func stateOf(st *convergev1.SyncTarget) childState {
 // conditionOf is a condition's status and reason, and its message when withMessage says
 // the set may repeat it.
 func conditionOf(conds []metav1.Condition, typ string, withMessage func(*metav1.Condition) bool) conditionState {
-	c := apimeta.FindStatusCondition(conds, typ)
+	c := meta.FindStatusCondition(conds, typ)
 	if c == nil {
 		return conditionState{}
 	}
@@ -87,32 +86,34 @@ func conditionOf(conds []metav1.Condition, typ string, withMessage func(*metav1.
 // every SyncTarget again.
 const childBatch = 250 * time.Millisecond
 
-// enqueueSetOfChild enqueues, childBatch later, the set that is the controller of a
-// SyncTarget.
-func enqueueSetOfChild(delay time.Duration) handler.EventHandler {
-	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		ref := metav1ControllerOf(o)
-		if ref == nil || ref.Kind != convergev1.SyncTargetSetKind {
-			return
-		}
-		gv, err := schema.ParseGroupVersion(ref.APIVersion)
-		if err != nil || gv.Group != convergev1.GroupVersion.Group {
-			return
-		}
-		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}, delay)
+// enqueueSetOfChild enqueues, delay later, the set that is the controller of a SyncTarget,
+// as Owns does but for the delay.
+func enqueueSetOfChild(scheme *runtime.Scheme, mapper meta.RESTMapper, delay time.Duration) handler.EventHandler {
+	owner := handler.EnqueueRequestForOwner(scheme, mapper, &convergev1.SyncTargetSet{}, handler.OnlyControllerOwner())
+	later := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return delayedQueue{TypedRateLimitingInterface: q, delay: delay}
 	}
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			owner.Create(ctx, e, later(q))
 		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.ObjectNew, q)
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			owner.Update(ctx, e, later(q))
 		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			owner.Delete(ctx, e, later(q))
 		},
-		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			owner.Generic(ctx, e, later(q))
 		},
 	}
 }
+
+// delayedQueue adds what it is given delay later: adds of one request within the delay
+// make one.
+type delayedQueue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	delay time.Duration
+}
+
+func (q delayedQueue) Add(r reconcile.Request) { q.AddAfter(r, q.delay) }

@@ -9,7 +9,10 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -94,7 +97,11 @@ func TestEnqueueSetOfChildBatches(t *testing.T) {
 	g := NewWithT(t)
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
-	h := enqueueSetOfChild(200 * time.Millisecond)
+	scheme := runtime.NewScheme()
+	g.Expect(convergev1.AddToScheme(scheme)).To(Succeed())
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{convergev1.GroupVersion})
+	mapper.Add(convergev1.GroupVersion.WithKind(convergev1.SyncTargetSetKind), meta.RESTScopeNamespace)
+	h := enqueueSetOfChild(scheme, mapper, 200*time.Millisecond)
 	set := &convergev1.SyncTargetSet{ObjectMeta: metav1.ObjectMeta{Name: "rings", Namespace: "apps", UID: "u1"}}
 	child := func(name string, controlled bool) *convergev1.SyncTarget {
 		st := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "apps"}}
