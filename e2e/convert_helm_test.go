@@ -72,10 +72,7 @@ func TestConvertFluxHelmReleases(t *testing.T) {
 				fluxRepo[p] = body
 			}
 		}
-		for p, body := range fluxRepo {
-			g.Expect(os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)).To(Succeed())
-			g.Expect(os.WriteFile(filepath.Join(dir, p), []byte(body), 0o644)).To(Succeed())
-		}
+		writeFiles(t, dir, fluxRepo)
 
 		out := s.cli(60*time.Second, "convert", dir)
 		g.Expect(out.code).To(Equal(0), out.String())

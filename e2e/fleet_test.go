@@ -31,19 +31,13 @@ func TestFleetFromAList(t *testing.T) {
 			"deploy/blue/cm.yaml":  configMap("blue", "b"),
 			"deploy/green/cm.yaml": configMap("green", "g"),
 		})
-		spec, err := json.Marshal(map[string]any{
-			"source": map[string]any{"url": r.httpURL(), "ref": map[string]any{"branch": "main"},
-				"secretRef": map[string]any{"name": httpSecret}, "interval": "2s"},
-			"path": "deploy/{{ .color }}", "targetNamespace": s.app, "prune": true, "timeout": "30s",
-		})
-		g.Expect(err).NotTo(HaveOccurred())
 		set := &convergev1.SyncTargetSet{ObjectMeta: metav1.ObjectMeta{Name: "colors", Namespace: s.ns},
 			Spec: convergev1.SyncTargetSetSpec{
 				Generators: []convergev1.Generator{{List: &convergev1.ListGenerator{Elements: []map[string]string{
 					{"color": "blue"}, {"color": "green"}}}}},
 				Template: convergev1.SyncTargetTemplate{
 					Metadata: convergev1.SyncTargetTemplateMeta{Name: "app-{{ .color }}"},
-					Spec:     apiextensionsv1.JSON{Raw: spec},
+					Spec:     fleetSpec(g, r, map[string]any{"path": "deploy/{{ .color }}", "targetNamespace": s.app}),
 				},
 			}}
 		s.create(set)
@@ -56,12 +50,7 @@ func TestFleetFromAList(t *testing.T) {
 			})
 			g.Expect(configMapValue(g, s.app, color)).To(Equal(color[:1]))
 		}
-		g.Eventually(func(g Gomega) {
-			got := &convergev1.SyncTargetSet{}
-			g.Expect(suite.k8s.Get(ctx, client.ObjectKeyFromObject(set), got)).To(Succeed())
-			g.Expect(apimeta.IsStatusConditionTrue(got.Status.Conditions, convergev1.ReadyCondition)).To(BeTrue(), "%v", got.Status.Conditions)
-			g.Expect(got.Status.Targets).To(HaveLen(2))
-		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		expectSetReady(t, set, 2)
 
 		g.Expect(suite.k8s.Delete(ctx, set)).To(Succeed())
 		g.Eventually(func(g Gomega) {
@@ -120,7 +109,7 @@ func expectSetReady(t *testing.T, set *convergev1.SyncTargetSet, n int) {
 		got := getSet(g, set)
 		g.Expect(setReady(got).Status).To(Equal(metav1.ConditionTrue), "%v", got.Status.Conditions)
 		g.Expect(got.Status.Targets).To(HaveLen(n))
-	}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 }
 
 // Scenario 51: a SyncTargetSet over the matrix of two cluster Secrets (two names for the

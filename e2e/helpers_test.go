@@ -284,7 +284,12 @@ func object(g Gomega, ns, name string, obj client.Object) {
 
 // gone checks that the object does not exist.
 func gone(g Gomega, ns, name string, obj client.Object) {
-	err := suite.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+	goneIn(g, suite.k8s, ns, name, obj)
+}
+
+// goneIn checks that the object does not exist in the cluster c reads.
+func goneIn(g Gomega, c client.Reader, ns, name string, obj client.Object) {
+	err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s/%s: want NotFound, got %v", obj, ns, name, err)
 }
 

@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -104,10 +103,9 @@ func (rc *remoteCluster) value(ns, name string) string {
 	return cm.Data["value"]
 }
 
-// gone reports whether the object does not exist on the remote cluster.
+// gone checks that the object does not exist on the remote cluster.
 func (rc *remoteCluster) gone(g Gomega, ns, name string, obj client.Object) {
-	err := rc.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
-	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s/%s on the remote cluster: want NotFound, got %v", obj, ns, name, err)
+	goneIn(g, rc.k8s, ns, name, obj)
 }
 
 // kubeconfigSecret creates, in the scenario's namespace, a Secret holding rc's kubeconfig.
