@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,8 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
 
 // TestConvertFluxRepository: a Flux repository (a GitRepository and two Kustomizations, one
@@ -79,19 +76,7 @@ spec:
 
 		out := s.cli(60*time.Second, "convert", dir)
 		g.Expect(out.code).To(Equal(0), out.String())
-		var targets []*convergev1.SyncTarget
-		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewBufferString(out.stdout), 4096)
-		for {
-			st := &convergev1.SyncTarget{}
-			err := dec.Decode(st)
-			if err == io.EOF {
-				break
-			}
-			g.Expect(err).NotTo(HaveOccurred())
-			if st.Kind == convergev1.SyncTargetKind {
-				targets = append(targets, st)
-			}
-		}
+		targets := syncTargetsOf(g, out.stdout)
 		g.Expect(targets).To(HaveLen(2))
 		for _, st := range targets {
 			s.create(st)
