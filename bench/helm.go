@@ -36,6 +36,10 @@ type helmRun struct {
 	// while reconciling every target once with nothing to do (idleReconciles reconciles).
 	sent, idle     requestCounts
 	idleReconciles float64
+	// reconciles is how many reconciles the daemon ran from create to all Ready, api what
+	// the API server served meanwhile (all clients, the busiest kinds).
+	reconciles float64
+	api        requestCounts
 }
 
 // helmTargets describes how the N chart SyncTargets of one source are made.
@@ -45,7 +49,8 @@ type helmTargets struct {
 	// spec returns the spec of the i-th target at chart version v.
 	spec func(i int, v string) convergev1.SyncTargetSpec
 	// bump prepares the move of every target to helmVersion2: it returns what the targets
-	// must reach and the action that starts the move.
+	// must reach and the action that starts the move. The YAML baseline has none: it is
+	// timed cold only.
 	bump func() (cond func(*convergev1.SyncTarget) bool, start func(ctx context.Context, d *daemon) error, err error)
 	// cold puts the source at helmVersion1 and returns what the targets must reach after
 	// their creation.
@@ -127,24 +132,42 @@ func helmNames(n int) []string {
 	return names
 }
 
-// runHelm measures N chart SyncTargets of every configured chart source against the YAML
-// many workload of the same N, run in the same invocation.
+// runHelm measures N chart SyncTargets of every configured chart source against N
+// SyncTargets of the same objects as plain YAML, their repetitions interleaved (the YAML
+// baseline, then every source) so that each meets the cluster in the same state.
 func (b *Bench) runHelm(ctx context.Context, n int) error {
-	yaml, err := b.helmBaseline(ctx, n)
+	baseline, err := b.yamlHelmTargets(n)
 	if err != nil {
 		return err
 	}
+	sources := []*helmTargets{baseline}
 	for _, source := range b.cfg.HelmSources {
 		ht, err := b.helmTargetsOf(ctx, source, n)
 		if err != nil {
 			return err
 		}
-		if ht == nil {
-			continue // skipped, and noted
+		if ht != nil { // nil: skipped, and noted
+			sources = append(sources, ht)
 		}
-		if err := b.runHelmSource(ctx, n, ht, yaml); err != nil {
-			return err
+	}
+	figures := make([]helmFigures, len(sources))
+	for rep := range b.cfg.Reps {
+		for i, ht := range sources {
+			r, err := b.helmRep(ctx, rep, ht)
+			if err != nil {
+				return err
+			}
+			figures[i].add(r, n)
 		}
+	}
+	for i, ht := range sources[1:] {
+		f := figures[i+1]
+		w := fmt.Sprintf("helm N=%d (%s)", n, ht.source)
+		b.res.add(w, "create → all Ready", Seconds, f.ready, fmt.Sprintf("%d targets of the chart's objects as YAML", n), figures[0].ready,
+			&Target{Text: "≤ 1.2× YAML", Max: 1.2, OnRatio: true})
+		b.res.add(w, "API requests sent per target (cold)", Requests, f.perTarget, fmt.Sprintf("%d targets of the chart's objects as YAML", n), figures[0].perTarget, nil)
+		b.res.add(w, "API requests per idle reconcile per target", Requests, f.idle, "", nil, nil)
+		b.res.add(w, "version bump → all Ready", Seconds, f.bump, "", nil, nil)
 	}
 	if !b.cfg.flux() {
 		return nil
@@ -166,68 +189,46 @@ func (b *Bench) helmTargetsOf(ctx context.Context, source string, n int) (*helmT
 	return b.gitHelmTargets(n)
 }
 
-// helmBaseline runs the YAML many workload of the same N, once per repetition, and returns
-// its create → all Ready times.
-func (b *Bench) helmBaseline(ctx context.Context, n int) ([]float64, error) {
-	repo := gittest.NewRepo(b.tb, b.gitRoot, fmt.Sprintf("helm-yaml-%d", n))
-	revision := "main@sha1:" + repo.Commit(b.tb, "main", manyFiles(n))
-	names, namespaces := make([]string, n), make([]string, n)
-	for i := range n {
-		names[i], namespaces[i] = fmt.Sprintf("many-%04d", i), manyNamespace(i)
-	}
-	var ready []float64
-	for rep := range b.cfg.Reps {
-		r, err := b.manyOnce(ctx, rep, n, b.git.RepoURL(repo), revision, names)
-		if err != nil {
-			return nil, fmt.Errorf("helm N=%d, YAML baseline, rep %d: %w", n, rep+1, err)
-		}
-		b.logf("helm N=%d, YAML baseline (many) rep %d/%d: all Ready in %s", n, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond))
-		ready = append(ready, r.ready.Seconds())
-		if err := b.deleteTargets(ctx, workloadMany); err != nil {
-			return nil, err
-		}
-		if err := b.deleteNamespaces(ctx, namespaces...); err != nil {
-			return nil, err
-		}
-	}
-	return ready, nil
+// helmFigures are the figures of one source over the repetitions.
+type helmFigures struct {
+	ready, bump, perTarget, idle []float64
 }
 
-// runHelmSource runs helm's repetitions for one chart source and records its figures.
-func (b *Bench) runHelmSource(ctx context.Context, n int, ht *helmTargets, yaml []float64) error {
+func (f *helmFigures) add(r helmRun, n int) {
+	f.ready = append(f.ready, r.ready.Seconds())
+	f.perTarget = append(f.perTarget, r.sent.total()/float64(n))
+	if r.idleReconciles > 0 {
+		f.bump = append(f.bump, r.bump.Seconds())
+		f.idle = append(f.idle, r.idle.total()/r.idleReconciles)
+	}
+}
+
+// helmRep runs one repetition of one source in fresh namespaces and removes it after.
+func (b *Bench) helmRep(ctx context.Context, rep int, ht *helmTargets) (helmRun, error) {
+	n := len(ht.names)
 	namespaces := make([]string, n)
 	for i := range n {
 		namespaces[i] = helmNamespace(i)
 	}
-	var ready, bump, perTarget, idle []float64
-	for rep := range b.cfg.Reps {
-		if err := b.createNamespaces(ctx, namespaces...); err != nil {
-			return err
-		}
-		r, err := b.helmOnce(ctx, rep, ht)
-		if err != nil {
-			return fmt.Errorf("helm N=%d (%s) rep %d: %w", n, ht.source, rep+1, err)
-		}
-		b.logf("helm N=%d (%s) rep %d/%d: all Ready in %s, version bump → all Ready in %s, %.1f API requests sent per target (%s), idle: %.0f reconciles, %.1f requests per reconcile (%s)",
-			n, ht.source, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.bump.Round(time.Millisecond),
-			r.sent.total()/float64(n), r.sent, r.idleReconciles, r.idle.total()/r.idleReconciles, r.idle)
-		ready, bump = append(ready, r.ready.Seconds()), append(bump, r.bump.Seconds())
-		perTarget = append(perTarget, r.sent.total()/float64(n))
-		idle = append(idle, r.idle.total()/r.idleReconciles)
-		if err := b.deleteTargets(ctx, workloadHelm); err != nil {
-			return err
-		}
-		if err := b.deleteNamespaces(ctx, namespaces...); err != nil {
-			return err
-		}
+	if err := b.createNamespaces(ctx, namespaces...); err != nil {
+		return helmRun{}, err
 	}
-	w := fmt.Sprintf("helm N=%d (%s)", n, ht.source)
-	b.res.add(w, "create → all Ready", Seconds, ready, fmt.Sprintf("%d YAML targets", n), yaml,
-		&Target{Text: "≤ 1.2× YAML", Max: 1.2, OnRatio: true})
-	b.res.add(w, "API requests sent per target (cold)", Requests, perTarget, "", nil, nil)
-	b.res.add(w, "API requests per idle reconcile per target", Requests, idle, "", nil, nil)
-	b.res.add(w, "version bump → all Ready", Seconds, bump, "", nil, nil)
-	return nil
+	r, err := b.helmOnce(ctx, rep, ht)
+	if err != nil {
+		return r, fmt.Errorf("helm N=%d (%s) rep %d: %w", n, ht.source, rep+1, err)
+	}
+	if ht.bump == nil {
+		b.logf("helm N=%d (%s) rep %d/%d: all Ready in %s, %.1f reconciles and %.1f API requests sent per target (%s); API server: %s",
+			n, ht.source, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.reconciles/float64(n), r.sent.total()/float64(n), r.sent, r.api)
+	} else {
+		b.logf("helm N=%d (%s) rep %d/%d: all Ready in %s, version bump → all Ready in %s, %.1f reconciles and %.1f API requests sent per target (%s), idle: %.0f reconciles, %.1f requests per reconcile (%s); API server (cold): %s",
+			n, ht.source, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.bump.Round(time.Millisecond),
+			r.reconciles/float64(n), r.sent.total()/float64(n), r.sent, r.idleReconciles, r.idle.total()/r.idleReconciles, r.idle, r.api)
+	}
+	if err := b.deleteTargets(ctx, workloadHelm); err != nil {
+		return r, err
+	}
+	return r, b.deleteNamespaces(ctx, namespaces...)
 }
 
 // helmOnce is one repetition: cold, idle, version bump, with a daemon of its own.
@@ -243,14 +244,30 @@ func (b *Bench) helmOnce(ctx context.Context, rep int, ht *helmTargets) (helmRun
 	if err != nil {
 		return r, err
 	}
+	api0, err := apiserverRequests(ctx, b.cs)
+	if err != nil {
+		return r, err
+	}
+	prof := b.startProfile(d, fmt.Sprintf("helm N=%d (%s)", len(ht.names), ht.source))
 	if r.ready, err = b.timeTargets(ctx, d, ht.names, timeout, ht.cold(), func() error { return b.createHelmTargets(ctx, ht) }); err != nil {
+		return r, err
+	}
+	if err := b.finishProfile(prof); err != nil {
+		return r, err
+	}
+	api1, err := apiserverRequests(ctx, b.cs)
+	if err != nil {
 		return r, err
 	}
 	c1, err := d.counters(ctx)
 	if err != nil {
 		return r, err
 	}
-	r.sent = c1.requests.minus(c0.requests)
+	r.api = api1.minus(api0).top(12)
+	r.sent, r.reconciles = c1.requests.minus(c0.requests), c1.reconciles-c0.reconciles
+	if ht.bump == nil {
+		return r, d.running() // the YAML baseline: cold only
+	}
 	if r.idle, r.idleReconciles, err = b.idleAll(ctx, d, ht.names, rep); err != nil {
 		return r, err
 	}
