@@ -36,6 +36,9 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Dirs lists the directories of Git sources.
 	Dirs Directories
+	// Schema validates the update of an existing SyncTarget in process; nil: with a
+	// server-side dry-run.
+	Schema *Schema
 
 	mu sync.Mutex
 	// validated remembers, per set, the rendering each SyncTarget passed the API server's
@@ -58,10 +61,15 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
+	schema, err := builtinSchema()
+	if err != nil {
+		return nil, err
+	}
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Dirs:      &GitLister{Reader: mgr.GetAPIReader(), Cache: cache},
+		Schema:    schema,
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("synctargetset").

@@ -275,4 +275,24 @@ func TestInvalidRenderingWritesNothing(t *testing.T) {
 	// Fixed: written.
 	updateSet(t, ns, "cel", func(s *convergev1.SyncTargetSet) { s.Spec.Generators[0].List.Elements[1]["path"] = "fine" })
 	eventually(t, func(g Gomega) { g.Expect(generated(g, ns, "cel")).To(HaveLen(2)) })
+
+	// A change that leaves one existing SyncTarget invalid changes none of them.
+	paths := func(g Gomega) map[string]string {
+		out := map[string]string{}
+		for name, st := range generated(g, ns, "cel") {
+			out[name] = st.Spec.Path
+		}
+		return out
+	}
+	updateSet(t, ns, "cel", func(s *convergev1.SyncTargetSet) {
+		s.Spec.Generators[0].List.Elements[0]["path"] = "moved"
+		s.Spec.Generators[0].List.Elements[1]["path"] = "/absolute"
+	})
+	eventually(t, func(g Gomega) {
+		c := setReady(getSet(g, ns, "cel"))
+		g.Expect(c.Reason).To(Equal(convergev1.TemplateInvalidReason))
+		g.Expect(c.Message).To(And(ContainSubstring(`path="/absolute"`), ContainSubstring("must be a relative path inside the repository")))
+	})
+	g.Consistently(paths).WithTimeout(time.Second).WithPolling(200 * time.Millisecond).
+		Should(Equal(map[string]string{"good": "ok", "bad": "fine"}))
 }

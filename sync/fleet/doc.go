@@ -35,8 +35,10 @@
 // # Validation, writes and rollout
 //
 // Every rendering is validated before any SyncTarget is written: its name, its namespace
-// (the set's own), a strict decoding into a SyncTarget, and a server-side dry-run of its
-// write (the CRD's schema and CEL rules). One invalid rendering makes the set Ready=False
+// (the set's own), a strict decoding into a SyncTarget, and the CRD's schema and CEL rules:
+// a new SyncTarget by a server-side dry-run of its create (which also refuses a name taken),
+// an existing one by Schema in process, against the CRD the binary carries, so that a change
+// of N SyncTargets costs N writes rather than N dry-runs and N writes. One invalid rendering makes the set Ready=False
 // with reason TemplateInvalid naming its parameter set, and nothing is written or deleted.
 //
 // SyncTargets are applied server-side (field owner FieldOwner) with the set as controller
