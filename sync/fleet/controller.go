@@ -2,13 +2,12 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,14 +35,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Dirs lists the directories of Git sources.
 	Dirs Directories
-	// Schema validates the update of an existing SyncTarget in process; nil: with a
-	// server-side dry-run.
+	// Schema validates renderings in process (see validate).
 	Schema *Schema
-
-	mu sync.Mutex
-	// validated remembers, per set, the rendering each SyncTarget passed the API server's
-	// dry-run with, so that a pending SyncTarget is not dry-run at every reconcile.
-	validated map[types.NamespacedName]map[string]string
 }
 
 // Options configure the controller.
@@ -87,9 +80,6 @@ func CacheDir(checkouts string) string { return filepath.Join(checkouts, "sets")
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	set := &convergev1.SyncTargetSet{}
 	if err := r.Client.Get(ctx, req.NamespacedName, set); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
-		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !set.DeletionTimestamp.IsZero() {
@@ -118,7 +108,6 @@ func (r *Reconciler) syncFinalizer(ctx context.Context, set *convergev1.SyncTarg
 // finalize releases the SyncTargets of a set with preserveOnDeletion, then lets the set
 // go; without it the garbage collector deletes them through their owner reference.
 func (r *Reconciler) finalize(ctx context.Context, set *convergev1.SyncTargetSet) error {
-	r.forget(client.ObjectKeyFromObject(set))
 	if !controllerutil.ContainsFinalizer(set, Finalizer) {
 		return nil
 	}
@@ -152,6 +141,9 @@ func (r *Reconciler) sync(ctx context.Context, set *convergev1.SyncTargetSet) (c
 	}
 	plan := PlanRollout(targets, set.Spec.Strategy)
 	if err := r.write(ctx, set, plan.Apply); err != nil {
+		if errors.Is(err, errNotOurs) || apierrors.IsInvalid(err) {
+			return ctrl.Result{}, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)
+		}
 		return ctrl.Result{}, err
 	}
 	for _, st := range stale {
@@ -208,10 +200,4 @@ func (r *Reconciler) owned(ctx context.Context, set *convergev1.SyncTargetSet) (
 		}
 	}
 	return out, nil
-}
-
-func (r *Reconciler) forget(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.validated, key)
 }

@@ -83,8 +83,10 @@ func conditionOf(conds []metav1.Condition, typ string, withMessage func(*metav1.
 // childBatch is how long the set waits after a change of a SyncTarget it generated before
 // it reconciles: the changes of many SyncTargets within it (N of them turning Ready as a
 // rollout lands) wake the set once, not N times, each of which would render and list its
-// every SyncTarget again.
-const childBatch = 250 * time.Millisecond
+// every SyncTarget again and write its status, which lists them all. A second keeps a set
+// of hundreds from writing its status several times a second while they land; a rollout
+// step starts at most that much later than the last one turned Ready.
+const childBatch = time.Second
 
 // enqueueSetOfChild enqueues, delay later, the set that is the controller of a SyncTarget,
 // as Owns does but for the delay.

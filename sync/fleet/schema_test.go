@@ -5,7 +5,10 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -79,4 +82,42 @@ func TestSchemaAgreesWithTheAPIServer(t *testing.T) {
 			g.Expect(local).To(MatchError(ContainSubstring(tc.reason)), "Schema")
 		})
 	}
+}
+
+// A name the cache did not hold when the set validated, taken since by someone else's
+// SyncTarget, is refused by the write, not taken over; a free one is written.
+func TestWriteDoesNotTakeOverANameTakenSince(t *testing.T) {
+	ns := cluster(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	schema, err := builtinSchema()
+	g.Expect(err).NotTo(HaveOccurred())
+	// Reads straight from the API server stand for a cache that has not seen the
+	// SyncTarget yet: validate's lookup is the cache's, write's guard the API server's.
+	r := &Reconciler{Client: k8s, APIReader: k8s, Schema: schema}
+	set := &convergev1.SyncTargetSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "racer", UID: types.UID(uuid.NewUUID())}}
+	target := func(name string) *Target {
+		return &Target{Rendered: Rendered{Name: name, Labels: map[string]string{convergev1.SetLabel: set.Name}, Hash: "h",
+			Spec: map[string]any{"source": map[string]any{"url": "https://git.example.com/set.git", "ref": map[string]any{"branch": "main"}}}}}
+	}
+	taken, free := target("taken-since"), target("free")
+	g.Expect(r.validate(ctx, set, []*Target{taken, free})).To(Succeed())
+
+	mine := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-since"},
+		Spec: convergev1.SyncTargetSpec{Source: convergev1.GitSource{URL: "https://git.example.com/mine.git", Ref: convergev1.GitRef{Branch: "main"}}}}
+	g.Expect(k8s.Create(ctx, mine)).To(Succeed())
+
+	g.Expect(r.write(ctx, set, []*Target{free})).To(Succeed())
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "free"}, &convergev1.SyncTarget{})).To(Succeed())
+
+	err = r.write(ctx, set, []*Target{taken})
+	g.Expect(err).To(MatchError(errNotOurs))
+	g.Expect(err).To(MatchError(ContainSubstring(`SyncTarget "taken-since"`)))
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(mine), mine)).To(Succeed())
+	g.Expect(mine.Spec.Source.URL).To(Equal("https://git.example.com/mine.git"))
+	g.Expect(mine.OwnerReferences).To(BeEmpty())
+	g.Expect(mine.Labels).NotTo(HaveKey(convergev1.SetLabel))
+
+	// Once the cache holds it, validate refuses it before anything is written.
+	g.Expect(r.validate(ctx, set, []*Target{free, target("taken-since")})).To(MatchError(errNotOurs))
 }

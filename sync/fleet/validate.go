@@ -59,8 +59,8 @@ func toAny(m map[string]string) map[string]any {
 
 // Validate checks what can be checked without the API server: the name is a DNS-1123
 // subdomain no longer than 253, the SyncTarget lands in ns, and the whole object decodes
-// into a SyncTarget with no unknown field. The API server's dry-run checks the rest (the
-// CRD's schema and CEL rules).
+// into a SyncTarget with no unknown field. Schema checks the rest (the CRD's schema and CEL
+// rules).
 func (r Rendered) Validate(ns string) error {
 	if errs := validation.IsDNS1123Subdomain(r.Name); len(errs) > 0 {
 		return fmt.Errorf("name %q is not a valid SyncTarget name: %s", r.Name, strings.Join(errs, "; "))
