@@ -32,6 +32,13 @@ var (
 // fleetRun is one repetition of fleet, generated or hand-written.
 type fleetRun struct {
 	ready, update time.Duration
+	// written is when the last SyncTarget was seen changed, from the change; updateAPI
+	// what the benchmark's API server served from the change to all Ready (the busiest).
+	written   time.Duration
+	updateAPI requestCounts
+	// reconciles and updateReconciles are the daemon's SyncTarget reconciles, cold and
+	// from the change.
+	reconciles, updateReconciles float64
 	// sent is what the daemon's clients sent from create to all Ready, updateSent from
 	// the change to all Ready again.
 	sent, updateSent requestCounts
@@ -157,9 +164,9 @@ func (b *Bench) runFleet(ctx context.Context, n int) error {
 			if err != nil {
 				return fmt.Errorf("fleet N=%d (%s) rep %d: %w", n, w.name, rep+1, err)
 			}
-			b.logf("fleet N=%d (%s) rep %d/%d: all Ready in %s, %.1f API requests sent per target; change → all Ready in %s, %.1f requests per target",
-				n, w.name, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.sent.total()/float64(n),
-				r.update.Round(time.Millisecond), r.updateSent.total()/float64(n))
+			b.logf("fleet N=%d (%s) rep %d/%d: all Ready in %s, %.1f reconciles and %.1f API requests sent per target; change → all written in %s, all Ready in %s, %.1f reconciles and %.1f requests per target; API server (change): %s",
+				n, w.name, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.reconciles/float64(n), r.sent.total()/float64(n),
+				r.written.Round(time.Millisecond), r.update.Round(time.Millisecond), r.updateReconciles/float64(n), r.updateSent.total()/float64(n), r.updateAPI)
 			runs[w.name] = append(runs[w.name], r)
 			if err := b.cleanFleet(ctx, n); err != nil {
 				return err
@@ -223,14 +230,38 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 	if err != nil {
 		return r, err
 	}
-	if r.update, err = b.timeTargets(ctx, d, names, timeout, at(fleetInterval2), func() error { return w.change(ctx) }); err != nil {
+	// When each SyncTarget was seen changed, before it was Ready again (the watch's one
+	// goroutine calls the condition).
+	written := map[string]time.Time{}
+	ready2 := at(fleetInterval2)
+	changed := func(st *convergev1.SyncTarget) bool {
+		if _, ok := written[st.Name]; !ok && st.Spec.Source.Interval != nil && st.Spec.Source.Interval.Duration == fleetInterval2 {
+			written[st.Name] = time.Now()
+		}
+		return ready2(st)
+	}
+	api0, err := apiserverRequests(ctx, b.cs)
+	if err != nil {
 		return r, err
 	}
+	changeStart := time.Now()
+	if r.update, err = b.timeTargets(ctx, d, names, timeout, changed, func() error { return w.change(ctx) }); err != nil {
+		return r, err
+	}
+	for _, t := range written {
+		r.written = max(r.written, t.Sub(changeStart))
+	}
+	api1, err := apiserverRequests(ctx, b.cs)
+	if err != nil {
+		return r, err
+	}
+	r.updateAPI = api1.minus(api0).top(12)
 	c2, err := d.counters(ctx)
 	if err != nil {
 		return r, err
 	}
 	r.sent, r.updateSent = c1.requests.minus(c0.requests), c2.requests.minus(c1.requests)
+	r.reconciles, r.updateReconciles = c1.reconciles-c0.reconciles, c2.reconciles-c1.reconciles
 	if err := b.finishProfile(prof); err != nil {
 		return r, err
 	}
