@@ -383,6 +383,8 @@ type counters struct {
 	// reconciles is the number of finished SyncTarget reconciles, reconcileSeconds the sum
 	// of their durations.
 	reconciles, reconcileSeconds float64
+	// setReconciles and setSeconds are the SyncTargetSet controller's.
+	setReconciles, setSeconds float64
 	// requests counts the API requests the daemon's clients sent, by method
 	// (client-go's rest_client_requests_total).
 	requests requestCounts
@@ -400,6 +402,9 @@ func (d *daemon) counters(ctx context.Context) (counters, error) {
 		reconcileSeconds: sum(s, "controller_runtime_reconcile_time_seconds_sum", sel),
 		requests:         requestCounts{},
 	}
+	set := map[string]string{"controller": "synctargetset"}
+	c.setReconciles = sum(s, "controller_runtime_reconcile_total", set)
+	c.setSeconds = sum(s, "controller_runtime_reconcile_time_seconds_sum", set)
 	for _, x := range s {
 		if x.name == "rest_client_requests_total" {
 			c.requests[x.labels["method"]] += x.value

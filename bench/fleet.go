@@ -39,6 +39,9 @@ type fleetRun struct {
 	// reconciles and updateReconciles are the daemon's SyncTarget reconciles, cold and
 	// from the change.
 	reconciles, updateReconciles float64
+	// reconcileSeconds is the time the SyncTarget reconciles of the change took, summed;
+	// setReconciles and setSeconds the set controller's reconciles of the change.
+	reconcileSeconds, setReconciles, setSeconds float64
 	// sent is what the daemon's clients sent from create to all Ready, updateSent from
 	// the change to all Ready again.
 	sent, updateSent requestCounts
@@ -164,9 +167,10 @@ func (b *Bench) runFleet(ctx context.Context, n int) error {
 			if err != nil {
 				return fmt.Errorf("fleet N=%d (%s) rep %d: %w", n, w.name, rep+1, err)
 			}
-			b.logf("fleet N=%d (%s) rep %d/%d: all Ready in %s, %.1f reconciles and %.1f API requests sent per target; change → all written in %s, all Ready in %s, %.1f reconciles and %.1f requests per target; API server (change): %s",
+			b.logf("fleet N=%d (%s) rep %d/%d: all Ready in %s, %.1f reconciles and %.1f API requests sent per target; change → all written in %s, all Ready in %s, %.1f reconciles (%.0f ms each) and %.1f requests per target, %.0f set reconciles (%.0f ms each); API server (change): %s",
 				n, w.name, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.reconciles/float64(n), r.sent.total()/float64(n),
-				r.written.Round(time.Millisecond), r.update.Round(time.Millisecond), r.updateReconciles/float64(n), r.updateSent.total()/float64(n), r.updateAPI)
+				r.written.Round(time.Millisecond), r.update.Round(time.Millisecond), r.updateReconciles/float64(n), 1000*r.reconcileSeconds/max(r.updateReconciles, 1),
+				r.updateSent.total()/float64(n), r.setReconciles, 1000*r.setSeconds/max(r.setReconciles, 1), r.updateAPI)
 			runs[w.name] = append(runs[w.name], r)
 			if err := b.cleanFleet(ctx, n); err != nil {
 				return err
@@ -262,6 +266,8 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 	}
 	r.sent, r.updateSent = c1.requests.minus(c0.requests), c2.requests.minus(c1.requests)
 	r.reconciles, r.updateReconciles = c1.reconciles-c0.reconciles, c2.reconciles-c1.reconciles
+	r.reconcileSeconds = c2.reconcileSeconds - c1.reconcileSeconds
+	r.setReconciles, r.setSeconds = c2.setReconciles-c1.setReconciles, c2.setSeconds-c1.setSeconds
 	if err := b.finishProfile(prof); err != nil {
 		return r, err
 	}
