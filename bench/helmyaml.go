@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"time"
 
-	"helm.sh/helm/v4/pkg/action"
 	chartloader "helm.sh/helm/v4/pkg/chart/v2/loader"
-	release "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/gittest"
+	"github.com/converge-gitops/converge/internal/testcharts"
 )
 
 // helmSourceYAML names the helm workload's baseline: every chart target's objects, as Helm
@@ -67,16 +66,10 @@ func helmManifest(archive []byte, i int) (string, error) {
 	if err := json.Unmarshal(helmSpec(i).Values.Raw, &values); err != nil {
 		return "", err
 	}
-	inst := action.NewInstall(action.NewConfiguration())
-	inst.DryRunStrategy = action.DryRunClient
-	inst.ReleaseName, inst.Namespace = helmSpec(i).ReleaseName, helmNamespace(i)
-	rel, err := inst.RunWithContext(context.Background(), ch, values)
+	rel, err := testcharts.InstallDryRun(context.Background(), ch, values, testcharts.HelmInstall{
+		ReleaseName: helmSpec(i).ReleaseName, Namespace: helmNamespace(i)})
 	if err != nil {
 		return "", fmt.Errorf("helm install --dry-run=client of podinfo for target %d: %w", i, err)
 	}
-	r, ok := rel.(*release.Release)
-	if !ok {
-		return "", fmt.Errorf("helm install --dry-run=client gave a %T", rel)
-	}
-	return r.Manifest, nil
+	return rel.Manifest, nil
 }

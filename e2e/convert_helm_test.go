@@ -13,10 +13,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/chart/common"
 	chartloader "helm.sh/helm/v4/pkg/chart/v2/loader"
-	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -255,19 +252,13 @@ func helmRender(t *testing.T, archive []byte, name, namespace, values string) []
 	if err := sigsyaml.Unmarshal([]byte(values), &vals); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := common.ParseKubeVersion(clientGoKubeVersion(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst := action.NewInstall(action.NewConfiguration())
-	inst.DryRunStrategy = action.DryRunClient
-	inst.ReleaseName, inst.Namespace, inst.KubeVersion = name, namespace, kv
-	rel, err := inst.RunWithContext(t.Context(), ch, vals)
+	rel, err := testcharts.InstallDryRun(t.Context(), ch, vals, testcharts.HelmInstall{
+		ReleaseName: name, Namespace: namespace, KubeVersion: clientGoKubeVersion(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var objs []*unstructured.Unstructured
-	for _, doc := range releaseutil.SplitManifests(rel.(*release.Release).Manifest) {
+	for _, doc := range releaseutil.SplitManifests(rel.Manifest) {
 		u := &unstructured.Unstructured{}
 		if err := sigsyaml.Unmarshal([]byte(doc), &u.Object); err != nil {
 			t.Fatal(err)

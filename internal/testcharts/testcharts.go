@@ -4,11 +4,18 @@
 package testcharts
 
 import (
+	"context"
 	"embed"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	release "helm.sh/helm/v4/pkg/release/v1"
 )
 
 //go:embed all:podinfo all:ingress-nginx
@@ -63,4 +70,40 @@ func Files(name, dir string) (map[string]string, error) {
 		return err
 	})
 	return files, err
+}
+
+// HelmInstall says how InstallDryRun runs `helm install --dry-run=client`.
+type HelmInstall struct {
+	ReleaseName, Namespace string
+	// KubeVersion is .Capabilities.KubeVersion ("v1.X.Y"; empty: Helm's default), and
+	// APIVersions are added to Helm's default .Capabilities.APIVersions.
+	KubeVersion string
+	APIVersions []string
+	// IncludeCRDs puts the chart's crds/ into the manifest; IsUpgrade renders an upgrade.
+	IncludeCRDs, IsUpgrade bool
+}
+
+// InstallDryRun renders ch with values as `helm install --dry-run=client` does, through
+// Helm's own SDK: the reference a render of converge's is compared with.
+func InstallDryRun(ctx context.Context, ch *chartv2.Chart, values map[string]any, o HelmInstall) (*release.Release, error) {
+	inst := action.NewInstall(action.NewConfiguration())
+	inst.DryRunStrategy = action.DryRunClient
+	inst.ReleaseName, inst.Namespace = o.ReleaseName, o.Namespace
+	inst.IncludeCRDs, inst.IsUpgrade, inst.APIVersions = o.IncludeCRDs, o.IsUpgrade, o.APIVersions
+	if o.KubeVersion != "" {
+		kv, err := common.ParseKubeVersion(o.KubeVersion)
+		if err != nil {
+			return nil, err
+		}
+		inst.KubeVersion = kv
+	}
+	rel, err := inst.RunWithContext(ctx, ch, values)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := rel.(*release.Release)
+	if !ok {
+		return nil, fmt.Errorf("helm install --dry-run=client gave a %T", rel)
+	}
+	return r, nil
 }

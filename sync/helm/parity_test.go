@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/chart/common"
 	chartloader "helm.sh/helm/v4/pkg/chart/v2/loader"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
@@ -120,24 +118,14 @@ func renderHelm(t *testing.T, dir string, tc parityCase, vals map[string]any) *r
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst := action.NewInstall(action.NewConfiguration())
-	inst.DryRunStrategy = action.DryRunClient
-	inst.ReleaseName, inst.Namespace = "rel", "apps"
-	inst.IncludeCRDs = true
-	inst.IsUpgrade = tc.isUpgrade
-	inst.APIVersions = tc.apiVersions
-	if tc.kubeVersion != "" {
-		kv, err := common.ParseKubeVersion(tc.kubeVersion)
-		if err != nil {
-			t.Fatal(err)
-		}
-		inst.KubeVersion = kv
-	}
-	r, err := inst.RunWithContext(context.Background(), ch, vals)
+	r, err := testcharts.InstallDryRun(context.Background(), ch, vals, testcharts.HelmInstall{
+		ReleaseName: "rel", Namespace: "apps", IncludeCRDs: true, IsUpgrade: tc.isUpgrade,
+		KubeVersion: tc.kubeVersion, APIVersions: tc.apiVersions,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r.(*release.Release)
+	return r
 }
 
 // randomSuffix is the one random part of these charts: podinfo's test Pods are named
