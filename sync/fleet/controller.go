@@ -195,7 +195,7 @@ func (r *Reconciler) owned(ctx context.Context, set *convergev1.SyncTargetSet) (
 	out := make(map[string]*convergev1.SyncTarget, len(list.Items))
 	for i := range list.Items {
 		st := &list.Items[i]
-		if ref := metav1ControllerOf(st); ref != nil && ref.UID == set.UID {
+		if controlledBy(st, set) {
 			out[st.Name] = st
 		}
 	}

@@ -26,6 +26,12 @@ func metav1ControllerOf(o metav1.Object) *metav1.OwnerReference {
 	return metav1.GetControllerOfNoCopy(o)
 }
 
+// controlledBy reports whether set is the controller of st.
+func controlledBy(st *convergev1.SyncTarget, set *convergev1.SyncTargetSet) bool {
+	ref := metav1ControllerOf(st)
+	return ref != nil && ref.UID == set.UID
+}
+
 // validate checks every rendering before any is written: locally, then against the CRD's
 // schema and CEL rules, in process (Schema), as the API server would check the write, and a
 // new SyncTarget's name against the SyncTargets the cache holds (one this set does not
@@ -105,7 +111,7 @@ func (r *Reconciler) claim(ctx context.Context, set *convergev1.SyncTargetSet, t
 	case err != nil:
 		return err
 	}
-	if ref := metav1ControllerOf(st); ref == nil || ref.UID != set.UID {
+	if !controlledBy(st, set) {
 		return errNotOurs
 	}
 	t.Live = st
@@ -133,7 +139,7 @@ func (r *Reconciler) ours(ctx context.Context, set *convergev1.SyncTargetSet, na
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: set.Namespace, Name: name}, st); err != nil {
 		return nil, err
 	}
-	if ref := metav1ControllerOf(st); ref == nil || ref.UID != set.UID {
+	if !controlledBy(st, set) {
 		return nil, errNotOurs
 	}
 	return st, nil
@@ -141,7 +147,7 @@ func (r *Reconciler) ours(ctx context.Context, set *convergev1.SyncTargetSet, na
 
 // write applies the SyncTargets, server-side, as FieldOwner: a field the template no
 // longer sets is removed, fields others set are left alone. A new one's create is dry-run
-// first when validate did not (guardCreate). They are written writeConcurrency at once.
+// just before (guardCreate). They are written writeConcurrency at once.
 func (r *Reconciler) write(ctx context.Context, set *convergev1.SyncTargetSet, targets []*Target) error {
 	return eachTarget(ctx, targets, func(ctx context.Context, t *Target) error {
 		if t.Live == nil {
