@@ -65,7 +65,7 @@ func TestEachTargetReportsTheFirstFailureInOrder(t *testing.T) {
 	}
 	var running, most atomic.Int64
 	release := make(chan struct{})
-	err := eachTarget(context.Background(), targets, func(_ context.Context, tg *Target) error {
+	err := eachTarget(context.Background(), targets, writeConcurrency, func(_ context.Context, tg *Target) error {
 		n := running.Add(1)
 		defer running.Add(-1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
@@ -84,7 +84,7 @@ func TestEachTargetReportsTheFirstFailureInOrder(t *testing.T) {
 	g.Expect(most.Load()).To(BeNumerically("<=", writeConcurrency))
 
 	var calls atomic.Int64
-	g.Expect(eachTarget(context.Background(), targets, func(context.Context, *Target) error {
+	g.Expect(eachTarget(context.Background(), targets, writeConcurrency, func(context.Context, *Target) error {
 		calls.Add(1)
 		return nil
 	})).To(Succeed())

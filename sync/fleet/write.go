@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -37,17 +38,19 @@ func controlledBy(st *convergev1.SyncTarget, set *convergev1.SyncTargetSet) bool
 // new SyncTarget's name against the SyncTargets the cache holds (one this set does not
 // control is not taken over); write still dry-runs each create just before it, against a
 // name taken since. So a template change of N SyncTargets costs N writes, and the first
-// SyncTarget of a new set is written without waiting for N dry-runs.
-// The error names the parameter set.
+// SyncTarget of a new set is written without waiting for N dry-runs. The renderings are
+// checked on every core at once: this is all CPU (and a cache read), and nothing is
+// written until the last one has passed.
+// The error names the parameter set, the first in order that failed.
 // A SyncTarget up to date holds this very rendering, which passed before it was written:
 // it is not checked again.
 func (r *Reconciler) validate(ctx context.Context, set *convergev1.SyncTargetSet, targets []*Target) error {
 	if r.Schema == nil {
 		return errors.New("no SyncTarget schema to validate renderings with")
 	}
-	for _, t := range targets {
+	return eachTarget(ctx, targets, runtime.GOMAXPROCS(0), func(ctx context.Context, t *Target) error {
 		if t.UpToDate() {
-			continue
+			return nil
 		}
 		if err := t.Validate(set.Namespace); err != nil {
 			return fmt.Errorf("parameters %s: %w", t.Params, err)
@@ -58,20 +61,20 @@ func (r *Reconciler) validate(ctx context.Context, set *convergev1.SyncTargetSet
 		if err := r.Schema.Validate(ctx, t.Object(set.Namespace, set)); err != nil {
 			return fmt.Errorf("parameters %s: SyncTarget %q: %w", t.Params, t.Name, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // writeConcurrency bounds the writes of one reconcile in flight at once: one at a time, a
 // change of N SyncTargets waits for N round trips.
 const writeConcurrency = 16
 
-// eachTarget runs f for every target, writeConcurrency at once. Once one fails, those not
-// started yet are skipped (those started finish); the error is that of the first target,
-// in order, that failed.
-func eachTarget(ctx context.Context, targets []*Target, f func(context.Context, *Target) error) error {
+// eachTarget runs f for every target, n at once, starting them in order. Once one fails,
+// those not started yet are skipped (those started finish); the error is that of the first
+// target, in order, that failed — the one a loop over them would have returned.
+func eachTarget(ctx context.Context, targets []*Target, n int, f func(context.Context, *Target) error) error {
 	errs := make([]error, len(targets))
-	sem := make(chan struct{}, writeConcurrency)
+	sem := make(chan struct{}, max(n, 1))
 	var (
 		wg     sync.WaitGroup
 		failed atomic.Bool
@@ -149,7 +152,7 @@ func (r *Reconciler) ours(ctx context.Context, set *convergev1.SyncTargetSet, na
 // longer sets is removed, fields others set are left alone. A new one's create is dry-run
 // just before (guardCreate). They are written writeConcurrency at once.
 func (r *Reconciler) write(ctx context.Context, set *convergev1.SyncTargetSet, targets []*Target) error {
-	return eachTarget(ctx, targets, func(ctx context.Context, t *Target) error {
+	return eachTarget(ctx, targets, writeConcurrency, func(ctx context.Context, t *Target) error {
 		if t.Live == nil {
 			if err := r.guardCreate(ctx, set, t); err != nil {
 				return fmt.Errorf("parameters %s: SyncTarget %q: %w", t.Params, t.Name, err)
