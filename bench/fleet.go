@@ -36,6 +36,9 @@ type fleetRun struct {
 	// what the benchmark's API server served from the change to all Ready (the busiest).
 	written   time.Duration
 	updateAPI requestCounts
+	// readyCPU and updateCPU are the CPU time the machine's processes used from create to
+	// all Ready and from the change to all Ready.
+	readyCPU, updateCPU cpuUse
 	// reconciles and updateReconciles are the daemon's SyncTarget reconciles, cold and
 	// from the change.
 	reconciles, updateReconciles float64
@@ -162,15 +165,21 @@ func (b *Bench) runFleet(ctx context.Context, n int) error {
 	ways := []fleetWay{b.handWrittenWay(url, n), b.generatedWay(url, n)}
 	runs := map[string][]fleetRun{}
 	for rep := range b.cfg.Reps {
-		for _, w := range ways {
+		// The two ways take turns going first: a cluster that slows down over the
+		// repetitions does not always fall on the same one.
+		order := ways
+		if rep%2 == 1 {
+			order = []fleetWay{ways[1], ways[0]}
+		}
+		for _, w := range order {
 			r, err := b.fleetOnce(ctx, rep, n, w, revision)
 			if err != nil {
 				return fmt.Errorf("fleet N=%d (%s) rep %d: %w", n, w.name, rep+1, err)
 			}
-			b.logf("fleet N=%d (%s) rep %d/%d: all Ready in %s, %.1f reconciles and %.1f API requests sent per target; change → all written in %s, all Ready in %s, %.1f reconciles (%.0f ms each) and %.1f requests per target, %.0f set reconciles (%.0f ms each); API server (change): %s",
-				n, w.name, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.reconciles/float64(n), r.sent.total()/float64(n),
+			b.logf("fleet N=%d (%s) rep %d/%d: all Ready in %s, %.1f reconciles and %.1f API requests sent per target, CPU: %s; change → all written in %s, all Ready in %s, %.1f reconciles (%.0f ms each) and %.1f requests per target, %.0f set reconciles (%.0f ms each); API server (change): %s; CPU (change): %s",
+				n, w.name, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.reconciles/float64(n), r.sent.total()/float64(n), r.readyCPU,
 				r.written.Round(time.Millisecond), r.update.Round(time.Millisecond), r.updateReconciles/float64(n), 1000*r.reconcileSeconds/max(r.updateReconciles, 1),
-				r.updateSent.total()/float64(n), r.setReconciles, 1000*r.setSeconds/max(r.setReconciles, 1), r.updateAPI)
+				r.updateSent.total()/float64(n), r.setReconciles, 1000*r.setSeconds/max(r.setReconciles, 1), r.updateAPI, r.updateCPU)
 			runs[w.name] = append(runs[w.name], r)
 			if err := b.cleanFleet(ctx, n); err != nil {
 				return err
@@ -199,6 +208,25 @@ func (b *Bench) recordFleet(n int, set, hand []fleetRun) {
 	b.res.add(w, "template change → all Ready", Seconds, fig(set, update), base, fig(hand, update), overhead)
 	b.res.add(w, "API requests sent per target (cold)", Requests, fig(set, sent), base, fig(hand, sent), nil)
 	b.res.add(w, "API requests sent per target (change)", Requests, fig(set, updateSent), base, fig(hand, updateSent), nil)
+	// What the machine's processes (API servers, etcd, the daemon, git) spent: less noisy
+	// than the time on a machine whose speed varies from one repetition to the next.
+	b.res.add(w, "CPU used, create → all Ready", Seconds, fig(set, func(r fleetRun) float64 { return r.readyCPU.total() }),
+		base, fig(hand, func(r fleetRun) float64 { return r.readyCPU.total() }), nil)
+	b.res.add(w, "CPU used, change → all Ready", Seconds, fig(set, func(r fleetRun) float64 { return r.updateCPU.total() }),
+		base, fig(hand, func(r fleetRun) float64 { return r.updateCPU.total() }), nil)
+}
+
+// idleCores is the CPU the machine may be using when a timed phase of fleet starts.
+const idleCores = 0.3
+
+// waitIdle waits, a minute at most, for the machine to use less than idleCores, and says
+// when it did not.
+func (b *Bench) waitIdle(ctx context.Context) error {
+	use, err := waitIdle(ctx, idleCores, time.Minute)
+	if err == nil && use >= idleCores {
+		b.logf("the machine still used %.2f cores after a minute; timing anyway", use)
+	}
+	return err
 }
 
 // fleetOnce is one repetition of one way: create → all Ready, change → all Ready.
@@ -220,14 +248,29 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 			return st.Spec.Source.Interval != nil && st.Spec.Source.Interval.Duration == interval && readyAt(st, revision)
 		}
 	}
+	if err := b.waitIdle(ctx); err != nil {
+		return r, err
+	}
 	c0, err := d.counters(ctx)
+	if err != nil {
+		return r, err
+	}
+	cpu0, err := readCPUTimes()
 	if err != nil {
 		return r, err
 	}
 	if r.ready, err = b.timeTargets(ctx, d, names, timeout, at(fleetInterval1), func() error { return w.create(ctx) }); err != nil {
 		return r, err
 	}
+	cpu1, err := readCPUTimes()
+	if err != nil {
+		return r, err
+	}
+	r.readyCPU = cpu1.since(cpu0)
 	if err := d.waitQuiet(ctx, time.Second, 3*time.Minute); err != nil {
+		return r, err
+	}
+	if err := b.waitIdle(ctx); err != nil {
 		return r, err
 	}
 	c1, err := d.counters(ctx)
@@ -248,10 +291,19 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 	if err != nil {
 		return r, err
 	}
+	cpu2, err := readCPUTimes()
+	if err != nil {
+		return r, err
+	}
 	changeStart := time.Now()
 	if r.update, err = b.timeTargets(ctx, d, names, timeout, changed, func() error { return w.change(ctx) }); err != nil {
 		return r, err
 	}
+	cpu3, err := readCPUTimes()
+	if err != nil {
+		return r, err
+	}
+	r.updateCPU = cpu3.since(cpu2)
 	for _, t := range written {
 		r.written = max(r.written, t.Sub(changeStart))
 	}
