@@ -37,12 +37,12 @@
 // Every rendering is validated before any SyncTarget is written: its name, its namespace
 // (the set's own), a strict decoding into a SyncTarget, the CRD's schema and CEL rules (Schema,
 // in process, against the CRD the binary carries), and a new SyncTarget's name against the
-// cache (one held by a SyncTarget the set does not control is refused). Each create is
-// dry-run just before it is written, so that a name taken since is refused too, never taken
-// over. A change of N SyncTargets so costs N writes, not N dry-runs and N writes, and a new
-// set's first SyncTarget is written without waiting for N dry-runs. One invalid rendering
-// makes the set Ready=False with reason TemplateInvalid naming its parameter set, and nothing
-// is written or deleted.
+// cache (one held by a SyncTarget the set does not control is refused). A new SyncTarget is
+// applied create-only (on a resourceVersion no object can have), so that a name taken since
+// is refused by the API server too, never taken over. Writing N SyncTargets so costs N
+// requests, and a new set's first SyncTarget is written without waiting for N dry-runs. One
+// invalid rendering makes the set Ready=False with reason TemplateInvalid naming its
+// parameter set, and nothing is written or deleted.
 //
 // SyncTargets are applied server-side (field owner FieldOwner) with the set as controller
 // owner and the converge.dev/set label; the TemplateHashAnnotation says which rendering a

@@ -85,7 +85,8 @@ func TestSchemaAgreesWithTheAPIServer(t *testing.T) {
 }
 
 // A name the cache did not hold when the set validated, taken since by someone else's
-// SyncTarget, is refused by the write, not taken over; a free one is written.
+// SyncTarget, is refused by the write, not taken over; a free one is written; one taken
+// since by the set itself is written again.
 func TestWriteDoesNotTakeOverANameTakenSince(t *testing.T) {
 	ns := cluster(t)
 	g := NewWithT(t)
@@ -120,4 +121,22 @@ func TestWriteDoesNotTakeOverANameTakenSince(t *testing.T) {
 
 	// Once the cache holds it, validate refuses it before anything is written.
 	g.Expect(r.validate(ctx, set, []*Target{free, target("taken-since")})).To(MatchError(errNotOurs))
+
+	// A name taken since by this set's own SyncTarget (one it wrote that the cache has not
+	// seen yet) is applied again, as a SyncTarget the set owns: the set's one manager, so
+	// that a field the template drops later is removed.
+	again := target("free")
+	again.Spec["prune"] = true
+	g.Expect(r.write(ctx, set, []*Target{again})).To(Succeed())
+	written := &convergev1.SyncTarget{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "free"}, written)).To(Succeed())
+	g.Expect(written.Spec.Prune).To(BeTrue())
+	g.Expect(written.ManagedFields).To(HaveLen(1))
+	g.Expect(written.ManagedFields[0].Manager).To(Equal(FieldOwner))
+	g.Expect(written.ManagedFields[0].Operation).To(Equal(metav1.ManagedFieldsOperationApply))
+	dropped := target("free")
+	dropped.Live = written
+	g.Expect(r.write(ctx, set, []*Target{dropped})).To(Succeed())
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "free"}, written)).To(Succeed())
+	g.Expect(written.Spec.Prune).To(BeFalse())
 }
