@@ -22,8 +22,12 @@ type cpuTimes struct {
 	procs map[int]procCPU
 }
 
+// procCPU is one process: its command name (a kernel thread's without its "/…", which
+// names its current work), when it started (a pid used again is another process) and its
+// CPU time.
 type procCPU struct {
 	comm    string
+	start   string
 	seconds float64
 }
 
@@ -105,9 +109,9 @@ func readCPUTimes() (cpuTimes, error) {
 			continue
 		}
 		// After the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt
-		// cmajflt utime stime.
+		// cmajflt utime stime cutime cstime priority nice num_threads itrealvalue starttime.
 		f := strings.Fields(string(b[end+1:]))
-		if len(f) < 13 {
+		if len(f) < 20 {
 			continue
 		}
 		utime, err1 := strconv.ParseFloat(f[11], 64)
@@ -115,7 +119,8 @@ func readCPUTimes() (cpuTimes, error) {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		t.procs[pid] = procCPU{comm: string(b[open+1 : end]), seconds: (utime + stime) / clockTicks}
+		comm, _, _ := strings.Cut(string(b[open+1:end]), "/")
+		t.procs[pid] = procCPU{comm: comm, start: f[19], seconds: (utime + stime) / clockTicks}
 	}
 	return t, nil
 }
@@ -130,7 +135,7 @@ func (t cpuTimes) since(t0 cpuTimes) cpuUse {
 	running := 0.0
 	for pid, p := range t.procs {
 		d := p.seconds
-		if p0, ok := t0.procs[pid]; ok && p0.comm == p.comm {
+		if p0, ok := t0.procs[pid]; ok && p0.start == p.start {
 			d -= p0.seconds
 		}
 		if d > 0 {

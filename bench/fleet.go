@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -295,6 +297,7 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 	if err != nil {
 		return r, err
 	}
+	apiProf := b.profileAPIServer(ctx, fmt.Sprintf("fleet N=%d (%s) change rep %d", n, w.name, rep+1), 3*time.Second)
 	changeStart := time.Now()
 	if r.update, err = b.timeTargets(ctx, d, names, timeout, changed, func() error { return w.change(ctx) }); err != nil {
 		return r, err
@@ -304,6 +307,9 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 		return r, err
 	}
 	r.updateCPU = cpu3.since(cpu2)
+	if err := apiProf(); err != nil {
+		return r, err
+	}
 	for _, t := range written {
 		r.written = max(r.written, t.Sub(changeStart))
 	}
@@ -423,4 +429,22 @@ func (b *Bench) fleetClusters(ctx context.Context) (*fleetClusters, error) {
 	b.fleet = &fleetClusters{cluster: remote, c: rc}
 	b.logf("started fleet's second cluster in %s", time.Since(started).Round(100*time.Millisecond))
 	return b.fleet, nil
+}
+
+// profileAPIServer takes, with BENCH_PROFILE, a CPU profile of the benchmark's API server
+// for the window from now, into bin/bench/; the function returned waits for it.
+func (b *Bench) profileAPIServer(ctx context.Context, name string, window time.Duration) func() error {
+	if !b.cfg.Profile {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() {
+		raw, err := b.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", fmt.Sprint(int(window.Seconds()))).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(b.profileDir(), sanitize(name)+".apiserver.cpu.pprof"), raw, 0o644)
+		}
+		done <- err
+	}()
+	return func() error { return <-done }
 }
