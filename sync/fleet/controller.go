@@ -37,6 +37,9 @@ type Reconciler struct {
 	Dirs Directories
 	// Schema validates renderings in process (see validate).
 	Schema *Schema
+
+	// sizes are the sets' sizes, for the wait after a change of their SyncTargets.
+	sizes setSizes
 }
 
 // Options configure the controller.
@@ -48,7 +51,7 @@ type Options struct {
 // SetupWithManager creates the controller and registers it with mgr: it watches sets
 // (spec changes) and the SyncTargets they own (so that a SyncTarget becoming Ready
 // advances a rollout), the latter only for a change the set reads (childChanged), and
-// batched (childBatch).
+// batched (batchFor).
 func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	cache, err := sources.NewCache(o.Cache)
 	if err != nil {
@@ -67,7 +70,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("synctargetset").
 		For(&convergev1.SyncTargetSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&convergev1.SyncTarget{}, enqueueSetOfChild(mgr.GetScheme(), mgr.GetRESTMapper(), childBatch), builder.WithPredicates(childChanged)).
+		Watches(&convergev1.SyncTarget{}, enqueueSetOfChild(mgr.GetScheme(), mgr.GetRESTMapper(), r.sizes.batch), builder.WithPredicates(childChanged)).
 		Complete(r)
 	return r, err
 }
@@ -80,6 +83,9 @@ func CacheDir(checkouts string) string { return filepath.Join(checkouts, "sets")
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	set := &convergev1.SyncTargetSet{}
 	if err := r.Client.Get(ctx, req.NamespacedName, set); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.sizes.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !set.DeletionTimestamp.IsZero() {
@@ -135,6 +141,7 @@ func (r *Reconciler) sync(ctx context.Context, set *convergev1.SyncTargetSet) (c
 	if err != nil {
 		return ctrl.Result{}, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)
 	}
+	r.sizes.set(client.ObjectKeyFromObject(set), len(targets))
 	AssignSteps(targets, set.Spec.Strategy)
 	if err := r.validate(ctx, set, targets); err != nil {
 		return ctrl.Result{}, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)

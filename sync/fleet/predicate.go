@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -83,14 +84,40 @@ func conditionOf(conds []metav1.Condition, typ string, withMessage func(*metav1.
 // childBatch is how long the set waits after a change of a SyncTarget it generated before
 // it reconciles: the changes of many SyncTargets within it (N of them turning Ready as a
 // rollout lands) wake the set once, not N times, each of which would render and list its
-// every SyncTarget again and write its status, which lists them all. A second keeps a set
-// of hundreds from writing its status several times a second while they land; a rollout
-// step starts at most that much later than the last one turned Ready.
-const childBatch = time.Second
+// every SyncTarget again and write its status, which lists them all. The wait grows with the
+// set, childBatchPerTarget for each of its SyncTargets, from childBatch up to maxChildBatch,
+// so that what the set spends on its wake-ups stays a small part of what its SyncTargets'
+// own syncs cost: a second for a hundred, five for five hundred. A rollout step starts at
+// most that much later than the last one of the step before turned Ready.
+const (
+	childBatch          = time.Second
+	childBatchPerTarget = 10 * time.Millisecond
+	maxChildBatch       = 10 * time.Second
+)
 
-// enqueueSetOfChild enqueues, delay later, the set that is the controller of a SyncTarget,
-// as Owns does but for the delay.
-func enqueueSetOfChild(scheme *runtime.Scheme, mapper meta.RESTMapper, delay time.Duration) handler.EventHandler {
+// batchFor is the wait of a set of n SyncTargets.
+func batchFor(n int) time.Duration {
+	return min(maxChildBatch, max(childBatch, time.Duration(n)*childBatchPerTarget))
+}
+
+// setSizes remembers how many SyncTargets each set generated when it last reconciled, for
+// its wait (batchFor).
+type setSizes struct{ m sync.Map }
+
+func (s *setSizes) set(key types.NamespacedName, n int) { s.m.Store(key, n) }
+
+func (s *setSizes) forget(key types.NamespacedName) { s.m.Delete(key) }
+
+// batch is the wait of the set of req.
+func (s *setSizes) batch(req reconcile.Request) time.Duration {
+	n, _ := s.m.Load(req.NamespacedName)
+	size, _ := n.(int)
+	return batchFor(size)
+}
+
+// enqueueSetOfChild enqueues, delay(set) later, the set that is the controller of a
+// SyncTarget, as Owns does but for the delay.
+func enqueueSetOfChild(scheme *runtime.Scheme, mapper meta.RESTMapper, delay func(reconcile.Request) time.Duration) handler.EventHandler {
 	owner := handler.EnqueueRequestForOwner(scheme, mapper, &convergev1.SyncTargetSet{}, handler.OnlyControllerOwner())
 	later := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 		return delayedQueue{TypedRateLimitingInterface: q, delay: delay}
@@ -111,11 +138,11 @@ func enqueueSetOfChild(scheme *runtime.Scheme, mapper meta.RESTMapper, delay tim
 	}
 }
 
-// delayedQueue adds what it is given delay later: adds of one request within the delay
-// make one.
+// delayedQueue adds what it is given delay(it) later: adds of one request within the delay
+// make one, at the time of the first.
 type delayedQueue struct {
 	workqueue.TypedRateLimitingInterface[reconcile.Request]
-	delay time.Duration
+	delay func(reconcile.Request) time.Duration
 }
 
-func (q delayedQueue) Add(r reconcile.Request) { q.AddAfter(r, q.delay) }
+func (q delayedQueue) Add(r reconcile.Request) { q.AddAfter(r, q.delay(r)) }

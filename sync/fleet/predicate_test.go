@@ -101,7 +101,7 @@ func TestEnqueueSetOfChildBatches(t *testing.T) {
 	g.Expect(convergev1.AddToScheme(scheme)).To(Succeed())
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{convergev1.GroupVersion})
 	mapper.Add(convergev1.GroupVersion.WithKind(convergev1.SyncTargetSetKind), meta.RESTScopeNamespace)
-	h := enqueueSetOfChild(scheme, mapper, 200*time.Millisecond)
+	h := enqueueSetOfChild(scheme, mapper, func(reconcile.Request) time.Duration { return 200 * time.Millisecond })
 	set := &convergev1.SyncTargetSet{ObjectMeta: metav1.ObjectMeta{Name: "rings", Namespace: "apps", UID: "u1"}}
 	child := func(name string, controlled bool) *convergev1.SyncTarget {
 		st := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "apps"}}
@@ -120,4 +120,23 @@ func TestEnqueueSetOfChildBatches(t *testing.T) {
 	req, _ := q.Get()
 	g.Expect(req.NamespacedName).To(Equal(types.NamespacedName{Namespace: "apps", Name: "rings"}))
 	g.Consistently(q.Len).WithTimeout(200 * time.Millisecond).WithPolling(10 * time.Millisecond).Should(Equal(0))
+}
+
+// TestBatchGrowsWithTheSet: a set of a hundred or fewer waits a second after a change of its
+// SyncTargets, a larger one longer in proportion, ten seconds at most; a set not seen yet, or
+// gone, waits a second.
+func TestBatchGrowsWithTheSet(t *testing.T) {
+	g := NewWithT(t)
+	for n, want := range map[int]time.Duration{0: time.Second, 100: time.Second, 250: 2500 * time.Millisecond,
+		500: 5 * time.Second, 1000: 10 * time.Second, 5000: 10 * time.Second} {
+		g.Expect(batchFor(n)).To(Equal(want), "%d SyncTargets", n)
+	}
+	var sizes setSizes
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "apps", Name: "rings"}}
+	g.Expect(sizes.batch(req)).To(Equal(time.Second))
+	sizes.set(req.NamespacedName, 500)
+	g.Expect(sizes.batch(req)).To(Equal(5 * time.Second))
+	g.Expect(sizes.batch(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "apps", Name: "other"}})).To(Equal(time.Second))
+	sizes.forget(req.NamespacedName)
+	g.Expect(sizes.batch(req)).To(Equal(time.Second))
 }
