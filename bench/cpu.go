@@ -147,13 +147,7 @@ func (t cpuTimes) since(t0 cpuTimes) cpuUse {
 	return u
 }
 
-func (u cpuUse) total() float64 {
-	t := 0.0
-	for _, v := range u {
-		t += v
-	}
-	return t
-}
+func (u cpuUse) total() float64 { return sumValues(u) }
 
 // String is the total and the busiest first: "4.21 s (kube-apiserver 1.90, …)".
 func (u cpuUse) String() string {

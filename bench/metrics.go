@@ -219,9 +219,12 @@ func (c requestCounts) top(n int) requestCounts {
 	return out
 }
 
-func (c requestCounts) total() float64 {
+func (c requestCounts) total() float64 { return sumValues(c) }
+
+// sumValues is the sum of m's values.
+func sumValues[M ~map[string]float64](m M) float64 {
 	t := 0.0
-	for _, v := range c {
+	for _, v := range m {
 		t += v
 	}
 	return t
