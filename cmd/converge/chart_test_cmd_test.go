@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -159,17 +160,30 @@ func runChartTestCLI(t *testing.T, a *apiServer, name string, phases map[string]
 		done <- cliResult{stdout, stderr, code}
 	}()
 	g := NewWithT(t)
-	for pod, phase := range phases {
-		g.Eventually(func(g Gomega) {
-			if len(done) > 0 {
-				StopTrying("the command returned before its test Pod " + pod + " ran").Now()
+	// The command creates its test Pods one after the other, in weight order, each once
+	// the one before has finished: each gets its phase as soon as it appears, whatever
+	// order phases lists them in.
+	set := map[string]bool{}
+	g.Eventually(func(g Gomega) {
+		for pod, phase := range phases {
+			if set[pod] {
+				continue
 			}
 			p := &corev1.Pod{}
-			g.Expect(a.c.Get(ctx, client.ObjectKey{Namespace: "team-t", Name: pod}, p)).To(Succeed())
+			err := a.c.Get(ctx, client.ObjectKey{Namespace: "team-t", Name: pod}, p)
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			g.Expect(err).NotTo(HaveOccurred())
 			p.Status.Phase = phase
 			g.Expect(a.c.Status().Update(ctx, p)).To(Succeed())
-		}).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
-	}
+			set[pod] = true
+		}
+		if len(set) < len(phases) && len(done) > 0 {
+			StopTrying(fmt.Sprintf("the command returned before its test Pods ran: %d of %d seen", len(set), len(phases))).Now()
+		}
+		g.Expect(set).To(HaveLen(len(phases)))
+	}).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
 	var res cliResult
 	g.Eventually(done).WithTimeout(time.Minute).Should(Receive(&res))
 	return res
