@@ -166,15 +166,18 @@ func TestAPIServerRestart(t *testing.T) {
 		ctx := context.Background()
 		r := s.repo("app")
 		cms := names("cm", 0, 40)
-		files := func(image, value string) map[string]string {
+		files := func(image, value string, minReady int) map[string]string {
 			f := manyConfigMaps(cms, value)
 			// A real rollout deadline: the 5 s of the other scenarios is shorter than the
-			// outage, and a rollout stalled by it would rightly be rolled back.
+			// outage, and a rollout stalled by it would rightly be rolled back. A new Pod
+			// counts as available minReady seconds after it is Ready, and the rollout
+			// replaces the three one at a time: the sync waits for it long enough for the
+			// restart to land inside it, however quickly the rest is applied.
 			f["deploy/web.yaml"] = strings.Replace(deployment("web", 3, image, ""),
-				"progressDeadlineSeconds: 5", "progressDeadlineSeconds: 120", 1)
+				"progressDeadlineSeconds: 5", fmt.Sprintf("progressDeadlineSeconds: 120\n  minReadySeconds: %d", minReady), 1)
 			return f
 		}
-		rev1 := r.commit(files("example.com/web:1", "v1"))
+		rev1 := r.commit(files("example.com/web:1", "v1", 0))
 		st := s.syncTarget("app", r, func(st *convergev1.SyncTarget) {
 			st.Spec.Timeout = &metav1.Duration{Duration: 2 * time.Minute}
 		})
@@ -183,7 +186,7 @@ func TestAPIServerRestart(t *testing.T) {
 			g.Expect(st.Status.Inventory.Entries).To(HaveLen(41))
 		})
 
-		rev2 := r.commit(files("example.com/web:2", "v2"))
+		rev2 := r.commit(files("example.com/web:2", "v2", 4))
 		s.eventually(st, 60*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
 			g.Expect(st.Status.LastAttemptedRevision).To(Equal(rev2))
 		})
