@@ -5,11 +5,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/converge-gitops/converge/internal/localcluster"
 )
 
 // clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every Linux the benchmark runs on.
@@ -100,17 +101,12 @@ func readCPUTimes() (cpuTimes, error) {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		comm, f, err := localcluster.ProcStat(pid)
 		if err != nil {
 			continue // gone meanwhile
 		}
-		open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-		if open < 0 || end < open {
-			continue
-		}
 		// After the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt
 		// cmajflt utime stime cutime cstime priority nice num_threads itrealvalue starttime.
-		f := strings.Fields(string(b[end+1:]))
 		if len(f) < 20 {
 			continue
 		}
@@ -119,7 +115,7 @@ func readCPUTimes() (cpuTimes, error) {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		comm, _, _ := strings.Cut(string(b[open+1:end]), "/")
+		comm, _, _ = strings.Cut(comm, "/")
 		t.procs[pid] = procCPU{comm: comm, start: f[19], seconds: (utime + stime) / clockTicks}
 	}
 	return t, nil

@@ -90,17 +90,8 @@ func ChildrenMentioning(ppid int, s string) []int {
 }
 
 func parentOf(pid int) int {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return -1
-	}
-	// The command name in parentheses may hold spaces; the fields after it are fixed.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return -1
-	}
-	fields := strings.Fields(string(stat[i+1:]))
-	if len(fields) < 2 {
+	_, fields, err := ProcStat(pid)
+	if err != nil || len(fields) < 2 {
 		return -1
 	}
 	ppid, err := strconv.Atoi(fields[1])

@@ -147,10 +147,6 @@ func gone(pid int, timeout time.Duration) bool {
 
 // running reports whether pid is a live process (not gone, not a zombie awaiting its reaper).
 func running(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && len(stat) > i+2 && stat[i+2] != 'Z'
+	_, fields, err := ProcStat(pid)
+	return err == nil && len(fields) > 0 && fields[0] != "Z"
 }
