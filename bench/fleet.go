@@ -261,11 +261,15 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 	if err != nil {
 		return r, err
 	}
+	apiProf := b.profileAPIServer(ctx, fmt.Sprintf("fleet N=%d (%s) create rep %d", n, w.name, rep+1), max(6*time.Second, time.Duration(n)*50*time.Millisecond))
 	if r.ready, err = b.timeTargets(ctx, d, names, timeout, at(fleetInterval1), func() error { return w.create(ctx) }); err != nil {
 		return r, err
 	}
 	cpu1, err := readCPUTimes()
 	if err != nil {
+		return r, err
+	}
+	if err := apiProf(); err != nil {
 		return r, err
 	}
 	r.readyCPU = cpu1.since(cpu0)
@@ -297,7 +301,7 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 	if err != nil {
 		return r, err
 	}
-	apiProf := b.profileAPIServer(ctx, fmt.Sprintf("fleet N=%d (%s) change rep %d", n, w.name, rep+1), 3*time.Second)
+	apiProf = b.profileAPIServer(ctx, fmt.Sprintf("fleet N=%d (%s) change rep %d", n, w.name, rep+1), max(3*time.Second, time.Duration(n)*20*time.Millisecond))
 	changeStart := time.Now()
 	if r.update, err = b.timeTargets(ctx, d, names, timeout, changed, func() error { return w.change(ctx) }); err != nil {
 		return r, err
