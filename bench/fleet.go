@@ -34,10 +34,11 @@ var (
 // fleetRun is one repetition of fleet, generated or hand-written.
 type fleetRun struct {
 	ready, update time.Duration
-	// written is when the last SyncTarget was seen changed, from the change; updateAPI
-	// what the benchmark's API server served from the change to all Ready (the busiest).
-	written   time.Duration
-	updateAPI requestCounts
+	// written is when the last SyncTarget was seen changed, from the change; readyAPI and
+	// updateAPI what the benchmark's API server served from create and from the change to
+	// all Ready (the busiest).
+	written             time.Duration
+	readyAPI, updateAPI requestCounts
 	// readyCPU and updateCPU are the CPU time the machine's processes used from create to
 	// all Ready and from the change to all Ready.
 	readyCPU, updateCPU cpuUse
@@ -178,8 +179,8 @@ func (b *Bench) runFleet(ctx context.Context, n int) error {
 			if err != nil {
 				return fmt.Errorf("fleet N=%d (%s) rep %d: %w", n, w.name, rep+1, err)
 			}
-			b.logf("fleet N=%d (%s) rep %d/%d: all Ready in %s, %.1f reconciles and %.1f API requests sent per target, CPU: %s; change → all written in %s, all Ready in %s, %.1f reconciles (%.0f ms each) and %.1f requests per target, %.0f set reconciles (%.0f ms each); API server (change): %s; CPU (change): %s",
-				n, w.name, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.reconciles/float64(n), r.sent.total()/float64(n), r.readyCPU,
+			b.logf("fleet N=%d (%s) rep %d/%d: all Ready in %s, %.1f reconciles and %.1f API requests sent per target, API server: %s, CPU: %s; change → all written in %s, all Ready in %s, %.1f reconciles (%.0f ms each) and %.1f requests per target, %.0f set reconciles (%.0f ms each); API server (change): %s; CPU (change): %s",
+				n, w.name, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.reconciles/float64(n), r.sent.total()/float64(n), r.readyAPI, r.readyCPU,
 				r.written.Round(time.Millisecond), r.update.Round(time.Millisecond), r.updateReconciles/float64(n), 1000*r.reconcileSeconds/max(r.updateReconciles, 1),
 				r.updateSent.total()/float64(n), r.setReconciles, 1000*r.setSeconds/max(r.setReconciles, 1), r.updateAPI, r.updateCPU)
 			runs[w.name] = append(runs[w.name], r)
@@ -257,6 +258,10 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 	if err != nil {
 		return r, err
 	}
+	api0, err := apiserverRequests(ctx, b.cs)
+	if err != nil {
+		return r, err
+	}
 	cpu0, err := readCPUTimes()
 	if err != nil {
 		return r, err
@@ -269,6 +274,11 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 	if err != nil {
 		return r, err
 	}
+	api1, err := apiserverRequests(ctx, b.cs)
+	if err != nil {
+		return r, err
+	}
+	r.readyAPI = api1.minus(api0).top(12)
 	if err := apiProf(); err != nil {
 		return r, err
 	}
@@ -293,7 +303,7 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 		}
 		return ready2(st)
 	}
-	api0, err := apiserverRequests(ctx, b.cs)
+	api2, err := apiserverRequests(ctx, b.cs)
 	if err != nil {
 		return r, err
 	}
@@ -317,11 +327,11 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 	for _, t := range written {
 		r.written = max(r.written, t.Sub(changeStart))
 	}
-	api1, err := apiserverRequests(ctx, b.cs)
+	api3, err := apiserverRequests(ctx, b.cs)
 	if err != nil {
 		return r, err
 	}
-	r.updateAPI = api1.minus(api0).top(12)
+	r.updateAPI = api3.minus(api2).top(12)
 	c2, err := d.counters(ctx)
 	if err != nil {
 		return r, err
