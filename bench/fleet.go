@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -258,31 +257,13 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 	if err != nil {
 		return r, err
 	}
-	api0, err := apiserverRequests(ctx, b.cs)
+	r.readyAPI, r.readyCPU, err = b.measure(ctx, fmt.Sprintf("fleet N=%d (%s) create rep %d", n, w.name, rep+1), max(6*time.Second, time.Duration(n)*50*time.Millisecond), func() (err error) {
+		r.ready, err = b.timeTargets(ctx, d, names, timeout, at(fleetInterval1), func() error { return w.create(ctx) })
+		return err
+	})
 	if err != nil {
 		return r, err
 	}
-	cpu0, err := readCPUTimes()
-	if err != nil {
-		return r, err
-	}
-	apiProf := b.profileAPIServer(ctx, fmt.Sprintf("fleet N=%d (%s) create rep %d", n, w.name, rep+1), max(6*time.Second, time.Duration(n)*50*time.Millisecond))
-	if r.ready, err = b.timeTargets(ctx, d, names, timeout, at(fleetInterval1), func() error { return w.create(ctx) }); err != nil {
-		return r, err
-	}
-	cpu1, err := readCPUTimes()
-	if err != nil {
-		return r, err
-	}
-	api1, err := apiserverRequests(ctx, b.cs)
-	if err != nil {
-		return r, err
-	}
-	r.readyAPI = api1.minus(api0).top(12)
-	if err := apiProf(); err != nil {
-		return r, err
-	}
-	r.readyCPU = cpu1.since(cpu0)
 	if err := d.waitQuiet(ctx, time.Second, 3*time.Minute); err != nil {
 		return r, err
 	}
@@ -303,35 +284,18 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 		}
 		return ready2(st)
 	}
-	api2, err := apiserverRequests(ctx, b.cs)
+	var changeStart time.Time
+	r.updateAPI, r.updateCPU, err = b.measure(ctx, fmt.Sprintf("fleet N=%d (%s) change rep %d", n, w.name, rep+1), max(3*time.Second, time.Duration(n)*20*time.Millisecond), func() (err error) {
+		changeStart = time.Now()
+		r.update, err = b.timeTargets(ctx, d, names, timeout, changed, func() error { return w.change(ctx) })
+		return err
+	})
 	if err != nil {
-		return r, err
-	}
-	cpu2, err := readCPUTimes()
-	if err != nil {
-		return r, err
-	}
-	apiProf = b.profileAPIServer(ctx, fmt.Sprintf("fleet N=%d (%s) change rep %d", n, w.name, rep+1), max(3*time.Second, time.Duration(n)*20*time.Millisecond))
-	changeStart := time.Now()
-	if r.update, err = b.timeTargets(ctx, d, names, timeout, changed, func() error { return w.change(ctx) }); err != nil {
-		return r, err
-	}
-	cpu3, err := readCPUTimes()
-	if err != nil {
-		return r, err
-	}
-	r.updateCPU = cpu3.since(cpu2)
-	if err := apiProf(); err != nil {
 		return r, err
 	}
 	for _, t := range written {
 		r.written = max(r.written, t.Sub(changeStart))
 	}
-	api3, err := apiserverRequests(ctx, b.cs)
-	if err != nil {
-		return r, err
-	}
-	r.updateAPI = api3.minus(api2).top(12)
 	c2, err := d.counters(ctx)
 	if err != nil {
 		return r, err
@@ -445,6 +409,34 @@ func (b *Bench) fleetClusters(ctx context.Context) (*fleetClusters, error) {
 	return b.fleet, nil
 }
 
+// measure runs phase, which times itself, and returns what it cost: the requests the
+// benchmark's API server served (the busiest) and the CPU the machine's processes used; with
+// BENCH_PROFILE, the API server is CPU-profiled for window from its start, as name. The
+// counts are read as the phase ends, before the profile is waited for.
+func (b *Bench) measure(ctx context.Context, name string, window time.Duration, phase func() error) (requestCounts, cpuUse, error) {
+	api0, err := apiserverRequests(ctx, b.cs)
+	if err != nil {
+		return nil, nil, err
+	}
+	cpu0, err := readCPUTimes()
+	if err != nil {
+		return nil, nil, err
+	}
+	prof := b.profileAPIServer(ctx, name, window)
+	if err := phase(); err != nil {
+		return nil, nil, err
+	}
+	cpu1, err := readCPUTimes()
+	if err != nil {
+		return nil, nil, err
+	}
+	api1, err := apiserverRequests(ctx, b.cs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return api1.minus(api0).top(12), cpu1.since(cpu0), prof()
+}
+
 // profileAPIServer takes, with BENCH_PROFILE, a CPU profile of the benchmark's API server
 // for the window from now, into bin/bench/; the function returned waits for it.
 func (b *Bench) profileAPIServer(ctx context.Context, name string, window time.Duration) func() error {
@@ -455,8 +447,13 @@ func (b *Bench) profileAPIServer(ctx context.Context, name string, window time.D
 	go func() {
 		raw, err := b.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
 			Param("seconds", fmt.Sprint(int(window.Seconds()))).DoRaw(ctx)
+		if err != nil {
+			done <- err
+			return
+		}
+		path, err := b.profilePath(sanitize(name) + ".apiserver.cpu.pprof")
 		if err == nil {
-			err = os.WriteFile(filepath.Join(b.profileDir(), sanitize(name)+".apiserver.cpu.pprof"), raw, 0o644)
+			err = os.WriteFile(path, raw, 0o644)
 		}
 		done <- err
 	}()

@@ -30,6 +30,14 @@ type profiler struct {
 // profileDir is where profiles go: bin/bench/ under the module.
 func (b *Bench) profileDir() string { return filepath.Join(b.root, "bin", "bench") }
 
+// profilePath is the path of the profile file in profileDir, which it makes if missing.
+func (b *Bench) profilePath(file string) (string, error) {
+	if err := os.MkdirAll(b.profileDir(), 0o755); err != nil {
+		return "", err
+	}
+	return filepath.Join(b.profileDir(), file), nil
+}
+
 // startProfile starts profiling d for workload; nil (a no-op) unless BENCH_PROFILE is set.
 func (b *Bench) startProfile(d *daemon, workload string) *profiler {
 	if !b.cfg.Profile || d.pprofURL == "" {
@@ -65,10 +73,10 @@ func (b *Bench) finishProfile(p *profiler) error {
 	if p.err != nil {
 		return fmt.Errorf("profiling %s: %w", p.workload, p.err)
 	}
-	if err := os.MkdirAll(b.profileDir(), 0o755); err != nil {
+	heap, err := b.profilePath(sanitize(p.workload) + ".heap.pprof")
+	if err != nil {
 		return err
 	}
-	heap := filepath.Join(b.profileDir(), sanitize(p.workload)+".heap.pprof")
 	if err := fetchTo(p.url+"/heap", heap); err != nil {
 		return err
 	}
