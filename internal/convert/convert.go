@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -53,12 +54,14 @@ type Problem struct {
 	Warning bool
 }
 
+// String is the problem on one line, its unprintable characters escaped: the names and
+// field names it holds come from the input.
 func (p Problem) String() string {
 	s := p.From
 	if p.Field != "" {
 		s += ": " + p.Field
 	}
-	return s + ": " + p.Reason
+	return escape(s + ": " + p.Reason)
 }
 
 // Result is the outcome of a conversion.
@@ -106,11 +109,25 @@ func keyOf(u *unstructured.Unstructured) key {
 	return key{u.GroupVersionKind().Group, u.GetKind(), u.GetNamespace(), u.GetName()}
 }
 
+// String is e.g. "Kustomization flux-system/apps"; a namespace or name that is not plain
+// text is Go-quoted.
 func (k key) String() string {
 	if k.namespace == "" {
-		return k.kind + " " + k.name
+		return k.kind + " " + quoteName(k.name)
 	}
-	return k.kind + " " + k.namespace + "/" + k.name
+	return k.kind + " " + quoteName(k.namespace) + "/" + quoteName(k.name)
+}
+
+// badName is the field of u's metadata that the API server would refuse, "" when none:
+// such an object was never in a cluster, and what it converts into would not be either.
+func badName(u *unstructured.Unstructured) string {
+	if len(validation.IsDNS1123Subdomain(u.GetName())) > 0 {
+		return "metadata.name"
+	}
+	if ns := u.GetNamespace(); ns != "" && len(validation.IsDNS1123Label(ns)) > 0 {
+		return "metadata.namespace"
+	}
+	return ""
 }
 
 // converter holds the input, indexed, and what the conversion produced.
@@ -154,7 +171,8 @@ func Relevant(u *unstructured.Unstructured) bool {
 }
 
 // Convert converts the Flux and Argo CD objects of in; other objects are ignored. An
-// object given twice (same kind, namespace and name) is used once, the first time.
+// object given twice (same kind, namespace and name) is used once, the first time; one
+// whose name or namespace is not a valid Kubernetes name is a problem, and not read.
 // The objects of the result are sorted by kind, namespace and name, its problems by
 // input object and field.
 func Convert(in []*unstructured.Unstructured) Result {
@@ -165,6 +183,10 @@ func Convert(in []*unstructured.Unstructured) Result {
 			continue
 		}
 		k := keyOf(u)
+		if field := badName(u); field != "" {
+			c.problem(k.String(), field, "not a valid Kubernetes name (the API server refuses it): not converted", false)
+			continue
+		}
 		if _, dup := c.objs[k]; dup {
 			c.problem(k.String(), "", "given more than once; the first one is converted", true)
 			continue

@@ -6,10 +6,10 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/runtime"
-	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // Print writes the objects of res as multi-document YAML, each preceded by comments that
@@ -27,34 +27,32 @@ func Print(w io.Writer, res Result) error {
 	return nil
 }
 
-// render is one document: "---", the header, the object.
+// render is one document: "---", the header, the object. The object is encoded from its
+// fields, not re-read from text, so that a value holding a line break YAML 1.1 knows
+// (NEL, LS, PS) is written escaped rather than refused.
 func render(o Object) ([]byte, error) {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o.Object)
 	if err != nil {
-		return nil, fmt.Errorf("converting %s: %w", o.Object.GetName(), err)
+		return nil, fmt.Errorf("converting %s: %w", escape(o.Object.GetName()), err)
 	}
 	delete(m, "status")
 	if meta, ok := m["metadata"].(map[string]any); ok {
 		delete(meta, "creationTimestamp")
 	}
-	raw, err := sigsyaml.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
+	if err := doc.Encode(m); err != nil {
 		return nil, err
 	}
 	var header []string
 	for _, n := range o.Notes {
-		if key := locate(doc.Content[0], n.Path); key != nil {
+		if key := locate(&doc, n.Path); key != nil {
 			key.HeadComment = joinComment(key.HeadComment, notePrefix+n.Text)
 		} else {
 			header = append(header, notePrefix+n.Text)
 		}
 	}
 	var buf bytes.Buffer
-	buf.WriteString("---\n# Converted from " + strings.Join(o.From, ", ") + ".\n")
+	buf.WriteString("---\n" + comment("Converted from "+strings.Join(o.From, ", ")+".") + "\n")
 	for _, h := range header {
 		buf.WriteString(comment(h) + "\n")
 	}
@@ -66,8 +64,10 @@ func render(o Object) ([]byte, error) {
 	return buf.Bytes(), enc.Close()
 }
 
+// comment is s as a one-line comment: what the input names (objects, fields, expressions)
+// cannot end it, its line breaks and other unprintable characters being escaped.
 func comment(s string) string {
-	return "# " + strings.ReplaceAll(s, "\n", "\n# ")
+	return "# " + escape(s)
 }
 
 func joinComment(old, s string) string {
@@ -75,6 +75,40 @@ func joinComment(old, s string) string {
 		return comment(s)
 	}
 	return old + "\n" + comment(s)
+}
+
+// escape writes every rune of s that is not printable (control characters, line and
+// paragraph separators, format characters, invalid UTF-8) as its Go escape, \n, \u2028…,
+// as strconv.Quote would; the printable runes stay as they are.
+func escape(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !strconv.IsPrint(r) || r == utf8.RuneError }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			_, size := utf8.DecodeRuneInString(s[i:])
+			q := strconv.Quote(s[i : i+size])
+			b.WriteString(q[1 : len(q)-1])
+		case strconv.IsPrint(r):
+			b.WriteRune(r)
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+	}
+	return b.String()
+}
+
+// quoteName is a name or namespace as written in the names of input objects: as it is,
+// or Go-quoted when it holds what would be escaped (or a quote or backslash), so that the
+// odd name is seen for what it is.
+func quoteName(s string) string {
+	if q := strconv.Quote(s); q[1:len(q)-1] != s {
+		return q
+	}
+	return s
 }
 
 // locate finds the key of the field at path (a.b[0].c) in the mapping n, or of its
