@@ -22,14 +22,20 @@
 //     once; the template goroutine stops at its next function call), and is bounded by
 //     Options.MaxOutputBytes and Options.MaxLookups. Functions whose result grows with an
 //     argument (repeat, indent, nindent, until, untilStep, seq, rand*) are refused before
-//     they run when the result would exceed the bound. Helm's engine bounds include/tpl
-//     recursion (1000 deep).
+//     they run when the result would exceed the bound. Helm's engine bounds nested include
+//     (1000 deep) but not tpl: each tpl starts a fresh execution.
 //
-// Known limit: a template loop whose body calls no function at all (a range over a large
-// integer or nested ranges over values, emitting only text) cannot be interrupted inside
-// Helm's engine; Render returns at the deadline with ErrRenderBound, but that goroutine runs
-// until the loop ends. While MaxOverdueRenders such goroutines run, Render refuses to start
-// another, so retries of a hostile chart cannot pile them up.
+// Known limits, which is why the daemon and the CLI render charts in a worker process
+// (sync/render's Pool: memory, stack and time bounded, killed at the deadline) and never
+// in their own: a recursion through tpl grows the stack and heap until the Go runtime
+// aborts the process; include and tpl results are not counted against the output bound, so
+// a chain of defines each including the next twice allocates without limit; and a
+// template loop whose body calls no function at all (a range over a large integer or
+// nested ranges over values, emitting only text) cannot be interrupted inside Helm's
+// engine: Render returns at the deadline with ErrRenderBound, but that goroutine runs
+// until the loop ends (OverdueRenders counts them; a worker that has one is ended). While
+// MaxOverdueRenders such goroutines run, Render refuses to start another, so retries of a
+// hostile chart in one process cannot pile them up.
 //
 // A Chart is immutable once loaded and may be rendered concurrently.
 package helm

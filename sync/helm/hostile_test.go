@@ -327,10 +327,10 @@ func TestOverdueRendersAreBounded(t *testing.T) {
 	}
 	_, err := render(t, c, Options{})
 	if !errors.Is(err, ErrRenderBound) || !strings.Contains(err.Error(), "still running past their deadline") {
-		t.Fatalf("Render with %d overdue: %v", overdueRenders(), err)
+		t.Fatalf("Render with %d overdue: %v", OverdueRenders(), err)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
-	for overdueRenders() > 0 {
+	for OverdueRenders() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("overdue renders never ended")
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync/atomic"
 
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -85,6 +87,9 @@ func Render(ctx context.Context, c *Chart, opts Options) (*Release, error) {
 		return nil, err
 	}
 	vals := deepCopyMap(opts.Values)
+	if err := subchartTables(ch, vals); err != nil {
+		return nil, err
+	}
 	if err := chartutil.ProcessDependencies(ch, vals); err != nil {
 		return nil, fmt.Errorf("chart %s: dependencies: %w", ch.Name(), err)
 	}
@@ -106,6 +111,39 @@ func Render(ctx context.Context, c *Chart, opts Options) (*Release, error) {
 		return nil, fmt.Errorf("render of chart %s: %w", ch.Name(), err)
 	}
 	return collect(ch, files, opts)
+}
+
+// subchartTables refuses values that give a subchart's key anything but a map, before
+// Helm's coalescing does: its error quotes the value (a Secret's, from valuesFrom) in a
+// form redaction does not match.
+func subchartTables(ch *chartv2.Chart, vals map[string]any) error {
+	subs := map[string]*chartv2.Chart{}
+	for _, sub := range ch.Dependencies() {
+		subs[sub.Name()] = sub
+	}
+	for _, d := range ch.Metadata.Dependencies {
+		if d.Alias != "" {
+			subs[d.Alias] = subs[d.Name]
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(subs)) {
+		sub := subs[key]
+		v, ok := vals[key]
+		if !ok || v == nil {
+			continue
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("chart %s: values of subchart %s: want a map, got %T", ch.Name(), key, v)
+		}
+		if sub == nil {
+			continue
+		}
+		if err := subchartTables(sub, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func capabilities(ch *chartv2.Chart, opts Options) (*common.Capabilities, error) {
@@ -134,8 +172,9 @@ const MaxOverdueRenders = 2
 
 var overdue atomic.Int64
 
-// overdueRenders is the number of template goroutines still running past their deadline.
-func overdueRenders() int64 { return overdue.Load() }
+// OverdueRenders is the number of template goroutines still running past their deadline: a
+// render worker that has any is ended rather than reused.
+func OverdueRenders() int64 { return overdue.Load() }
 
 type engineResult struct {
 	files map[string]string
@@ -145,7 +184,7 @@ type engineResult struct {
 // execute runs Helm's engine in a goroutine, so that a template that does not end cannot hold
 // the caller past ctx; the guard's functions stop the goroutine at its next function call.
 func execute(ctx context.Context, ch *chartv2.Chart, vals common.Values, opts Options) (map[string]string, error) {
-	if n := overdueRenders(); n >= MaxOverdueRenders {
+	if n := OverdueRenders(); n >= MaxOverdueRenders {
 		return nil, fmt.Errorf("%w: %d renders are still running past their deadline (a template loop calling no function cannot be interrupted); not starting another", ErrRenderBound, n)
 	}
 	ctx, cancel := context.WithCancel(ctx)
