@@ -234,7 +234,7 @@ func (b *Bench) helmRep(ctx context.Context, rep int, ht *helmTargets) (helmRun,
 // helmOnce is one repetition: cold, idle, version bump, with a daemon of its own.
 func (b *Bench) helmOnce(ctx context.Context, rep int, ht *helmTargets) (helmRun, error) {
 	var r helmRun
-	d, err := b.startDaemon(ctx, fmt.Sprintf("helm-%s-%d-%d", ht.source, len(ht.names), rep))
+	d, err := b.startDaemon(ctx, fmt.Sprintf("helm-%s-%d-%d", ht.source, len(ht.names), rep), "--allow-loopback-clusters")
 	if err != nil {
 		return r, err
 	}

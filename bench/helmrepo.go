@@ -162,7 +162,7 @@ func readyAtGeneration(st *convergev1.SyncTarget) bool {
 // probeChartFetcher runs one spec.chart SyncTarget and reports whether the daemon fetches
 // charts from chart repositories; when it does not, the skip goes into the notes.
 func (b *Bench) probeChartFetcher(ctx context.Context, ht *helmTargets) (bool, error) {
-	d, err := b.startDaemon(ctx, "helm-probe")
+	d, err := b.startDaemon(ctx, "helm-probe", "--allow-loopback-clusters")
 	if err != nil {
 		return false, err
 	}

@@ -165,7 +165,9 @@ func fetchChart(ctx context.Context, r client.Reader, st *convergev1.SyncTarget,
 		return nil, err
 	}
 	co := &Checkout{cache: dir}
-	cl := &charts.Client{CacheDir: filepath.Join(dir, "charts")}
+	// The CLI runs on its user's machine with the user's network: a chart repository on
+	// loopback (a port-forward, a local registry) is theirs to reach.
+	cl := &charts.Client{CacheDir: filepath.Join(dir, "charts"), AllowLoopback: true}
 	res, err := cl.Resolve(ctx, src)
 	if err == nil && revision != "" && res.Digest != want.Digest {
 		err = fmt.Errorf("chart %s %s is %s now, not %s", src.Name, want.Version, res.Digest, want.Digest)

@@ -6,9 +6,8 @@ import (
 	"crypto/x509"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -16,21 +15,44 @@ import (
 
 // Client resolves, downloads, extracts and verifies charts. It is safe for concurrent use.
 type Client struct {
-	// CacheDir holds the extracted charts, in CacheDir/sha256-<hex>/<chart name>/: a
-	// directory is complete once it exists (written elsewhere, then renamed) and is never
-	// changed afterwards.
+	// CacheDir holds the extracted charts, in CacheDir/<scope>/sha256-<hex>/<chart name>/,
+	// the scope a hash of the repository and the credentials (see Fetch): a directory is
+	// complete once it exists (written elsewhere, then renamed) and is never changed
+	// afterwards, until collected.
 	CacheDir string
+	// MaxCacheBytes bounds the extracted charts the cache keeps (default
+	// DefaultCacheBytes): once a download grows the cache past it, the charts used least
+	// recently are removed. A chart used in the last 10 minutes is kept whatever the size
+	// (a render may be reading it).
+	MaxCacheBytes int64
+	// CacheMaxAge: a chart no Fetch returned for that long is removed (default
+	// DefaultCacheMaxAge).
+	CacheMaxAge time.Duration
+	// AllowLoopback lets a repository — and every address a redirect, a chart URL of its
+	// index or a registry's token realm leads to — be at a loopback, link-local,
+	// unspecified or multicast address: for tests, local development and the CLI on a
+	// user's machine. Without it such a connection is refused when dialled (after name
+	// resolution), as a tenant would otherwise reach the daemon's host and cloud metadata.
+	AllowLoopback bool
 	// HTTPClient, when set, is the client requests go through (its Transport, when an
-	// *http.Transport, is cloned to add a custom CA; its redirect policy is replaced).
-	// Default: one with sane timeouts.
+	// *http.Transport, is cloned to add a custom CA and, without AllowLoopback, the
+	// address check, which replaces its DialContext; another Transport is refused without
+	// AllowLoopback; its redirect policy is replaced). Default: one with sane timeouts.
 	HTTPClient *http.Client
 	// Limits bound what is read from a repository.
 	Limits Limits
+	// Now tells the time of the cache's uses (default time.Now).
+	Now func() time.Time
+
+	// allowAddr, in tests, lets the client reach addresses otherwise refused.
+	allowAddr func(netip.AddrPort) bool
 
 	mu         sync.Mutex
 	transports map[string]http.RoundTripper // by CA bundle
 	indexes    map[string]*cachedIndex      // by repository and credentials
-	verified   map[string]Signer            // by archive digest, chart and keyring
+	verified   map[string]Signer            // by archive digest, repository, credentials, chart and keyring
+
+	cache chartCache
 }
 
 // Default timeouts of the client made when HTTPClient is nil.
@@ -57,8 +79,11 @@ func (c *Client) Resolve(ctx context.Context, src Source) (Resolved, error) {
 }
 
 // Fetch returns the directory holding the chart of r (the one with Chart.yaml), from the
-// cache when it is there (no network), otherwise downloaded — bounded, its digest checked
-// — and extracted safely. The directory is read-only.
+// cache when this repository with these credentials downloaded it before (no network),
+// otherwise downloaded — bounded, its digest checked — and extracted safely. The
+// directory is read-only. The cache is not shared across repositories or credentials: a
+// source naming the digest of another's private chart gets what its own repository
+// serves, and another's cached archive never.
 func (c *Client) Fetch(ctx context.Context, src Source, r Resolved) (string, error) {
 	if err := checkSource(src); err != nil {
 		return "", wrap(ctx, "fetch chart "+src.Name+" from", src, err)
@@ -67,6 +92,7 @@ func (c *Client) Fetch(ctx context.Context, src Source, r Resolved) (string, err
 		return "", wrap(ctx, "fetch chart "+src.Name+" from", src, invalid("digest %q is not sha256:<64 hex digits>", r.Digest))
 	}
 	if dir, ok := c.cached(src, r); ok {
+		c.collectSometimes()
 		return dir, nil
 	}
 	if src.IsOCI() {
@@ -96,7 +122,7 @@ func (c *Client) VerifySigner(ctx context.Context, src Source, r Resolved) (Sign
 	if err != nil {
 		return Signer{}, wrap(ctx, "verify chart "+src.Name+" of", src, err)
 	}
-	key := r.Digest + "\x00" + src.Repository + "\x00" + src.Name + "\x00" + r.Version + "\x00" + ring.digest
+	key := r.Digest + "\x00" + src.Repository + "\x00" + src.Credentials.digest() + "\x00" + src.Name + "\x00" + r.Version + "\x00" + ring.digest
 	c.mu.Lock()
 	s, ok := c.verified[key]
 	c.mu.Unlock()
@@ -142,20 +168,6 @@ func checkSource(src Source) error {
 	return nil
 }
 
-// cacheDir is where the chart of digest is extracted.
-func (c *Client) cacheDir(digest string) string {
-	return filepath.Join(c.CacheDir, "sha256-"+hexDigest(digest))
-}
-
-// cached returns the chart's directory when the cache holds it.
-func (c *Client) cached(src Source, r Resolved) (string, bool) {
-	dir := filepath.Join(c.cacheDir(r.Digest), src.chartName())
-	if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
-		return "", false
-	}
-	return dir, true
-}
-
 // httpClient is the client for src: its CA, no credentials across origins on redirects.
 func (c *Client) httpClient(src Source) (*http.Client, error) {
 	rt, err := c.transport(src.Credentials.CA)
@@ -199,7 +211,10 @@ func (c *Client) transport(ca []byte) (http.RoundTripper, error) {
 	if rt, ok := c.transports[key]; ok {
 		return rt, nil
 	}
-	base := c.baseTransport()
+	base, err := c.baseTransport()
+	if err != nil {
+		return nil, err
+	}
 	if len(ca) > 0 {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(ca) {
@@ -223,20 +238,32 @@ func (c *Client) transport(ca []byte) (http.RoundTripper, error) {
 	return base, nil
 }
 
-func (c *Client) baseTransport() http.RoundTripper {
+// baseTransport is HTTPClient's Transport, or one with sane timeouts; either dials with
+// the address check and checks the destination of what goes through a proxy.
+func (c *Client) baseTransport() (http.RoundTripper, error) {
 	if c.HTTPClient != nil && c.HTTPClient.Transport != nil {
-		return c.HTTPClient.Transport
+		if c.AllowLoopback {
+			return c.HTTPClient.Transport, nil
+		}
+		t, ok := c.HTTPClient.Transport.(*http.Transport)
+		if !ok {
+			return nil, invalid("HTTPClient's Transport is not an *http.Transport: the addresses it connects to cannot be checked")
+		}
+		t = t.Clone()
+		t.DialContext = c.dialer().DialContext
+		t.Proxy = c.checkedProxy(t.Proxy)
+		return t, nil
 	}
 	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy:                 c.checkedProxy(http.ProxyFromEnvironment),
+		DialContext:           c.dialer().DialContext,
 		TLSHandshakeTimeout:   tlsTimeout,
 		ResponseHeaderTimeout: responseTimeout,
 		IdleConnTimeout:       90 * time.Second,
 		MaxIdleConnsPerHost:   4,
 		ForceAttemptHTTP2:     true,
 		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
-	}
+	}, nil
 }
 
 // isLoopback reports whether host (with or without port) is a loopback address or

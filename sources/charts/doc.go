@@ -4,8 +4,13 @@
 // Client.Resolve finds the newest version a semver range allows (or the OCI manifest a
 // digest pins) and names it by a revision, "<version>@sha256:<hex>": the archive's sha256
 // for an HTTP repository, the manifest's digest for OCI. Client.Fetch downloads that
-// archive — bounded, its digest checked — and extracts it into a content-addressed cache;
-// a chart in the cache costs no request. Client.Verify checks the chart's provenance
+// archive — bounded, its digest checked — and extracts it into a content-addressed cache
+// kept apart for each repository and credentials (a hash of both names the part): a chart
+// in the cache costs no request to the source that downloaded it, and a source naming the
+// digest of another's private chart asks its own repository. The cache is collected after
+// downloads: charts unused for a day, then the least recently used beyond a size, go.
+// CacheDir is where the daemon keeps it, inside its cache directory. Client.Verify checks
+// the chart's provenance
 // (.prov): an OpenPGP clearsigned message, signed by a trusted key, naming the archive's
 // sha256. Scheduler polls sources on an interval or a cron schedule, one poller shared by
 // every subscriber of the same source.
@@ -19,8 +24,13 @@
 // Credentials go only to the repository's own origin (scheme, host and port): a chart URL
 // of an index.yaml that names another host, or a redirect elsewhere, gets none. An OCI
 // registry is reached over HTTPS, or plain HTTP when it is on a loopback address (a test
-// registry, a port-forward) and nowhere else. Errors name the repository without
-// credentials and never quote a password or token; they match the kinds of package
-// sources (sources.ErrAuthFailed, sources.ErrLimitExceeded, ...), an untrusted chart is a
-// *sources.VerificationError.
+// registry, a port-forward) and nowhere else. Unless Client.AllowLoopback, no connection
+// goes to a loopback, link-local (cloud metadata), unspecified or multicast address —
+// checked on the address each connection dials, after name resolution, so redirects,
+// chart URLs, token realms and names that resolve there are refused alike (an
+// *AddressRefusedError, matching sources.ErrInvalidSource). Errors name the repository
+// without credentials and never quote a password or token, nor what a server answered
+// beyond a short one-line excerpt (a registry's error codes and messages); they match the
+// kinds of package sources (sources.ErrAuthFailed, sources.ErrLimitExceeded, ...), an
+// untrusted chart is a *sources.VerificationError.
 package charts

@@ -3,13 +3,16 @@ package charts
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"regexp"
 	"strings"
 	"syscall"
+	"unicode"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
@@ -27,7 +30,8 @@ type Error struct {
 	Repository string
 	// Kind is a sources.Err* kind or a context error.
 	Kind error
-	// Detail explains the failure, credentials removed.
+	// Detail explains the failure, credentials removed, on one line of at most 512
+	// characters: what a server answered is quoted as a short excerpt at most.
 	Detail string
 }
 
@@ -90,7 +94,8 @@ func wrap(ctx context.Context, op string, src Source, err error) error {
 		return err
 	}
 	detail, kind := classify(ctx, err)
-	return &Error{Op: op, Repository: sources.RedactURL(src.Repository), Kind: kind, Detail: redact(detail, src.Credentials)}
+	return &Error{Op: op, Repository: sources.RedactURL(src.Repository), Kind: kind,
+		Detail: excerpt(redact(detail, src.Credentials), maxDetail)}
 }
 
 func classify(ctx context.Context, err error) (string, error) {
@@ -100,20 +105,25 @@ func classify(ctx context.Context, err error) (string, error) {
 		}
 		return "no answer from the server before the deadline", sources.ErrTimeout
 	}
+	var refused *AddressRefusedError
+	if errors.As(err, &refused) {
+		return refused.Error(), sources.ErrInvalidSource
+	}
+	text := errorText(err)
 	for _, k := range []error{sources.ErrInvalidSource, sources.ErrRefNotFound, sources.ErrAuthFailed,
 		sources.ErrRepositoryNotFound, sources.ErrLimitExceeded, sources.ErrUnreachable, ErrBadArchive, sources.ErrFetchFailed} {
 		if errors.Is(err, k) {
-			return strings.TrimPrefix(strings.TrimPrefix(err.Error(), k.Error()), ": "), k
+			return strings.TrimPrefix(strings.TrimPrefix(text, k.Error()), ": "), k
 		}
 	}
 	if code, ok := httpStatus(err); ok {
-		return classifyStatus(err, code)
+		return classifyStatus(text, code)
 	}
 	var ua x509.UnknownAuthorityError
 	var hn x509.HostnameError
 	var ci x509.CertificateInvalidError
 	if errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) {
-		return "the server's certificate is not trusted; set ca.crt in the secret: " + err.Error(), sources.ErrUntrustedCertificate
+		return "the server's certificate is not trusted; set ca.crt in the secret: " + text, sources.ErrUntrustedCertificate
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -129,7 +139,7 @@ func classify(ctx context.Context, err error) (string, error) {
 	case errors.As(err, &op) && op.Op == "dial":
 		return "cannot connect: " + op.Err.Error(), sources.ErrUnreachable
 	}
-	return err.Error(), sources.ErrFetchFailed
+	return text, sources.ErrFetchFailed
 }
 
 // httpStatus is the status code of a failed HTTP answer, from this package or from a
@@ -146,14 +156,88 @@ func httpStatus(err error) (int, bool) {
 	return 0, false
 }
 
-func classifyStatus(err error, code int) (string, error) {
+func classifyStatus(text string, code int) (string, error) {
 	switch code {
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return "the server refused the credentials (or asked for some and got none): " + err.Error(), sources.ErrAuthFailed
+		return "the server refused the credentials (or asked for some and got none): " + text, sources.ErrAuthFailed
 	case http.StatusNotFound:
-		return err.Error(), sources.ErrRefNotFound
+		return text, sources.ErrRefNotFound
 	}
-	return err.Error(), sources.ErrFetchFailed
+	return text, sources.ErrFetchFailed
+}
+
+// What an error quotes of what a server said.
+const (
+	// maxQuoted bounds each message of a registry's error answer the error quotes.
+	maxQuoted = 120
+	// maxDetail bounds an error's detail.
+	maxDetail = 512
+	// maxErrorCodes bounds the errors of one registry answer that are quoted.
+	maxErrorCodes = 4
+	// noToken is how go-containerregistry says a token answer held no token, the whole
+	// answer following.
+	noToken = "no token in bearer response"
+)
+
+// errorText is err's message without what a server answered beyond a short excerpt: the
+// body of a registry's error answer is cut by errorBody before go-containerregistry reads
+// it; a token answer that holds no token is not quoted at all.
+func errorText(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, noToken); i >= 0 {
+		msg = msg[:i+len(noToken)]
+	}
+	return msg
+}
+
+// errorBody is what the client keeps of the body of an error answer of a registry: the
+// errors it lists (at most maxErrorCodes), their codes and messages cut to maxQuoted
+// printable characters, as a registry writes them. The answer of a server that is no
+// registry (anything else) is kept empty: it never reaches an error, nor the status.
+func errorBody(body io.Reader) []byte {
+	data, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+	var answer struct {
+		Errors []struct {
+			Code    string `json:"code"`
+			Message string `json:"message,omitempty"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(data, &answer) != nil || len(answer.Errors) == 0 {
+		return nil
+	}
+	answer.Errors = answer.Errors[:min(len(answer.Errors), maxErrorCodes)]
+	for i := range answer.Errors {
+		answer.Errors[i].Code = excerpt(answer.Errors[i].Code, 40)
+		answer.Errors[i].Message = excerpt(answer.Errors[i].Message, maxQuoted)
+	}
+	out, _ := json.Marshal(answer)
+	return out
+}
+
+// excerpt is s on one line, its control and unprintable characters spaces, cut to max
+// characters.
+func excerpt(s string, max int) string {
+	var b strings.Builder
+	n := 0
+	space := false
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			space = true
+			continue
+		}
+		if n >= max {
+			b.WriteString("…")
+			break
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		space = false
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
 }
 
 // limitErr says that what the repository sent is larger than a cap.

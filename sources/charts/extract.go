@@ -28,23 +28,21 @@ func badArchive(format string, args ...any) error {
 
 // install reads a chart archive from body — at most Limits.ArchiveBytes of it — checks
 // that its sha256 is wantHex (any when empty), extracts it and moves it into the cache as
-// the chart of digest (the archive's own when empty). It returns the chart's directory
-// and the archive's sha256. Nothing is left in the cache when it fails.
-func (c *Client) install(body io.Reader, wantHex, digest, chartName string) (string, string, error) {
+// the chart of digest (the archive's own when empty) of src's repository. It returns the
+// chart's directory and the archive's sha256. Nothing is left in the cache when it fails;
+// when it succeeds, the cache is collected.
+func (c *Client) install(body io.Reader, wantHex, digest string, src Source) (string, string, error) {
 	lim := c.limits()
-	if err := os.MkdirAll(c.CacheDir, 0o755); err != nil {
-		return "", "", fmt.Errorf("chart cache: %w", err)
-	}
-	tmp, err := os.MkdirTemp(c.CacheDir, ".tmp-")
+	tmp, err := c.tempDir()
 	if err != nil {
-		return "", "", fmt.Errorf("chart cache: %w", err)
+		return "", "", err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 
 	archive := capped(body, lim.ArchiveBytes, "the chart archive")
 	h := sha256.New()
 	in := io.TeeReader(archive, h)
-	if err := extract(in, tmp, chartName, lim); err != nil {
+	if err := extract(in, tmp, src.chartName(), lim); err != nil {
 		if archive.over {
 			return "", "", limitErr("the chart archive", lim.ArchiveBytes)
 		}
@@ -66,15 +64,34 @@ func (c *Client) install(body io.Reader, wantHex, digest, chartName string) (str
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", "", err
 	}
-	dst := c.cacheDir(digest)
-	if err := os.Rename(tmp, dst); err != nil && !errors.Is(err, fs.ErrExist) && !isNotEmpty(err) {
-		return "", "", fmt.Errorf("chart cache: %w", err)
+	entry := c.entryDir(src, digest)
+	if err := c.place(tmp, entry, dirSize(tmp)); err != nil {
+		return "", "", err
 	}
-	dir := filepath.Join(dst, chartName)
+	dir := filepath.Join(entry, src.chartName())
 	if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
-		return "", "", fmt.Errorf("chart cache: %s holds another chart than %s", filepath.Base(dst), chartName)
+		return "", "", fmt.Errorf("chart cache: %s holds another chart than %s", filepath.Base(entry), src.chartName())
 	}
+	c.collect()
 	return dir, got, nil
+}
+
+// tempDir makes a directory for a download inside CacheDir (on its filesystem: it is
+// renamed into place), making CacheDir when it is missing.
+func (c *Client) tempDir() (string, error) {
+	if c.CacheDir == "" {
+		return "", errors.New("chart cache: no directory set")
+	}
+	tmp, err := os.MkdirTemp(c.CacheDir, ".tmp-")
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(c.CacheDir, 0o755); err == nil {
+			tmp, err = os.MkdirTemp(c.CacheDir, ".tmp-")
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("chart cache: %w", err)
+	}
+	return tmp, nil
 }
 
 // isNotEmpty reports whether a rename failed because the destination, a directory put

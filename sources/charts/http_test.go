@@ -14,8 +14,9 @@ import (
 	"github.com/converge-gitops/converge/sources"
 )
 
+// newClient is a client of the repositories of tests, on loopback.
 func newClient(t testing.TB) *Client {
-	return &Client{CacheDir: filepath.Join(t.TempDir(), "charts")}
+	return &Client{CacheDir: filepath.Join(t.TempDir(), "charts"), AllowLoopback: true}
 }
 
 // TestHTTPRepositoryVersions: an exact version is that version; a range is its newest

@@ -279,7 +279,7 @@ func (c *Client) downloadHTTP(ctx context.Context, src Source, r Resolved, wantH
 		return "", "", err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	return c.install(resp.Body, wantHex, "", src.chartName())
+	return c.install(resp.Body, wantHex, "", src)
 }
 
 // get sends a GET to u (credentials only to the repository's origin) and checks the

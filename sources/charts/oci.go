@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -52,7 +53,9 @@ func (c *Client) ociOptions(ctx context.Context, src Source, repo name.Repositor
 }
 
 // guardedTransport refuses plain HTTP to anything but a loopback address (a registry in
-// a test, or a port-forward), and bounds every answer's body to max bytes.
+// a test, or a port-forward), bounds every answer's body to max bytes, and keeps of an
+// error answer only the registry's errors, cut short (errorBody): go-containerregistry
+// quotes the whole body of an error answer in its errors.
 type guardedTransport struct {
 	next http.RoundTripper
 	max  int64
@@ -66,6 +69,13 @@ func (t *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		return nil, err
+	}
+	if resp.StatusCode >= http.StatusBadRequest {
+		body := errorBody(resp.Body)
+		_ = resp.Body.Close()
+		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		resp.Header.Del("Content-Length")
+		return resp, nil
 	}
 	resp.Body = &limitedBody{ReadCloser: resp.Body, r: capped(resp.Body, t.max, "an answer of the registry")}
 	return resp, nil
@@ -240,7 +250,7 @@ func (c *Client) downloadOCI(ctx context.Context, src Source, r Resolved) (strin
 		return "", err
 	}
 	defer func() { _ = rc.Close() }()
-	dir, _, err := c.install(rc, chart.Digest.Hex, r.Digest, src.chartName())
+	dir, _, err := c.install(rc, chart.Digest.Hex, r.Digest, src)
 	return dir, err
 }
 

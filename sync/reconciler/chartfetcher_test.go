@@ -142,7 +142,7 @@ func newChartFixture(t *testing.T) *chartFixture {
 	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "chart-keys"},
 		Data: map[string][]byte{"signer.asc": publicKey(t, key)}}
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(keys).Build()
-	f := &ChartFetcher{Reader: reader, Client: &charts.Client{CacheDir: filepath.Join(t.TempDir(), "charts")},
+	f := &ChartFetcher{Reader: reader, Client: &charts.Client{CacheDir: filepath.Join(t.TempDir(), "charts"), AllowLoopback: true},
 		Wake: make(chan event.GenericEvent, 8)}
 	t.Cleanup(f.Stop)
 	return &chartFixture{f: f, repo: newChartRepo(t), key: key}
