@@ -34,6 +34,15 @@ type Options struct {
 	// AllowLoopback lets a remote cluster be at a loopback or link-local address, and its
 	// server be plain http (tests and local development run every cluster on 127.0.0.1).
 	AllowLoopback bool
+	// Networks, when not empty, are the only networks a remote cluster may be in: the
+	// address dialled (and a server given as an IP address, when the kubeconfig is read)
+	// must be in one of them. Empty, a cluster may be at any address not refused anyway.
+	Networks Networks
+}
+
+// addresses is where the options let a remote cluster be.
+func (o Options) addresses() addressPolicy {
+	return addressPolicy{allowLoopback: o.AllowLoopback, networks: o.Networks}
 }
 
 // ConfigError is a kubeconfig Secret that cannot be used: missing, unreadable or refused.
@@ -54,13 +63,15 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 
 // NotTheRevisionsFault reports an error of a remote cluster, or of the way to it, that no
 // revision causes: the cluster is unreachable, its kubeconfig Secret is missing or
-// refused, or its address is refused. The SyncTarget is retried with backoff (and a fixed
-// Secret is picked up by the retry) instead of its revision being failed.
+// refused, its address is refused, or its server does not answer as a Kubernetes API
+// server. The SyncTarget is retried with backoff (and a fixed Secret is picked up by the
+// retry) instead of its revision being failed.
 func NotTheRevisionsFault(err error) bool {
 	var u *UnreachableError
 	var c *ConfigError
 	var a *AddressRefusedError
-	return errors.As(err, &u) || errors.As(err, &c) || errors.As(err, &a)
+	var n *NotAPIServerError
+	return errors.As(err, &u) || errors.As(err, &c) || errors.As(err, &a) || errors.As(err, &n)
 }
 
 // Clusters are the remote clusters of a daemon, one per kubeconfig Secret and content.
@@ -188,11 +199,11 @@ type Cluster struct {
 
 // newCluster parses a kubeconfig and prepares its cluster; nothing is sent to it yet.
 func newCluster(name string, data []byte, opts Options) (*Cluster, error) {
-	cfg, err := Parse(data, opts.AllowLoopback)
+	cfg, err := parse(data, opts.addresses())
 	if err != nil {
 		return nil, err
 	}
-	cfg, t, err := withTransport(cfg, name, opts.AllowLoopback)
+	cfg, t, err := withTransport(cfg, name, opts.addresses())
 	if err != nil {
 		return nil, err
 	}

@@ -33,25 +33,31 @@ var yamlLine = regexp.MustCompile(`line \d+`)
 
 // Parse turns a kubeconfig into the rest.Config of its current context (or of its only
 // context), refusing what the package documentation lists. Nothing is read from files,
-// and the kubeconfig's content never appears in an error. The config has no transport
-// yet: see Options.transport.
+// and the kubeconfig's content never appears in an error: neither its credentials nor
+// its server URL (only the server's host) nor an exec plugin's command. The config has no
+// transport yet: see withTransport.
 func Parse(data []byte, allowLoopback bool) (*rest.Config, error) {
+	return parse(data, addressPolicy{allowLoopback: allowLoopback})
+}
+
+// parse is Parse with the addresses a server may be at.
+func parse(data []byte, where addressPolicy) (*rest.Config, error) {
 	if len(data) > MaxKubeConfigSize {
 		return nil, refused("it is %d bytes, more than the %d allowed", len(data), MaxKubeConfigSize)
 	}
 	kc, err := clientcmd.Load(data)
 	if err != nil {
-		where := yamlLine.FindString(err.Error())
-		if where != "" {
-			where = " (at " + where + ")"
+		at := yamlLine.FindString(err.Error())
+		if at != "" {
+			at = " (at " + at + ")"
 		}
-		return nil, refused("it does not parse as a kubeconfig%s", where)
+		return nil, refused("it does not parse as a kubeconfig%s", at)
 	}
 	cluster, user, err := currentContext(kc)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCluster(cluster, allowLoopback); err != nil {
+	if err := checkCluster(cluster, where); err != nil {
 		return nil, err
 	}
 	if err := checkUser(user); err != nil {
@@ -88,7 +94,7 @@ func currentContext(kc *clientcmdapi.Config) (*clientcmdapi.Cluster, *clientcmda
 }
 
 // checkCluster refuses file paths, proxies and addresses a tenant may not reach.
-func checkCluster(c *clientcmdapi.Cluster, allowLoopback bool) error {
+func checkCluster(c *clientcmdapi.Cluster, where addressPolicy) error {
 	switch {
 	case c.LocationOfOrigin != "":
 		return refused("it was loaded from a file; only inline kubeconfigs are read")
@@ -97,67 +103,60 @@ func checkCluster(c *clientcmdapi.Cluster, allowLoopback bool) error {
 	case c.ProxyURL != "":
 		return refused("proxy-url would route the daemon's requests through a host of the kubeconfig's choosing; connect to the cluster directly")
 	}
-	return checkServer(c.Server, allowLoopback)
+	return checkServer(c.Server, where)
 }
 
 // checkServer refuses a server that is not an https URL of a host, or whose host is an
-// address a tenant may not reach.
-func checkServer(server string, allowLoopback bool) error {
+// address a tenant may not reach. Its errors name the server by its host alone: the rest
+// of the URL (userinfo, path, query) may hold credentials, and a URL that does not parse
+// is not quoted at all.
+func checkServer(server string, where addressPolicy) error {
+	if server == "" {
+		return refused("the cluster has no server")
+	}
 	u, err := url.Parse(server)
 	switch {
-	case server == "":
-		return refused("the cluster has no server")
-	case err != nil || u.Host == "" || u.Opaque != "":
-		return refused("the server %q is not a URL of a host", server)
+	case err != nil:
+		return refused("the server is not a URL")
 	case u.User != nil:
-		return refused("the server URL carries credentials")
-	case u.Scheme == "http" && !allowLoopback:
-		return refused("the server %s is not https: credentials would cross the network in the clear", u.Host)
+		return refused("the server URL carries credentials (user:password@); give them as the user's token, or username and password")
+	case u.Opaque != "" || u.Host == "":
+		return refused("the server is not a URL of a host")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return refused("the server URL of %s has a query or a fragment: a server is a scheme, a host and an optional path", u.Host)
 	case u.Scheme != "https" && u.Scheme != "http":
-		return refused("the server %q is not an https URL", server)
+		return refused("the server %s is not an https URL", u.Host)
+	case u.Scheme == "http" && !where.allowLoopback:
+		return refused("the server %s is not https: credentials would cross the network in the clear", u.Host)
 	}
 	host := u.Hostname()
 	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
 		host = "127.0.0.1"
 	}
 	if addr, err := netip.ParseAddr(host); err == nil {
-		if why := forbiddenAddress(addr); why != "" && !allowLoopback {
-			return refused("the server %s is %s%s", u.Host, why, allowHint)
+		if why := where.refuse(addr); why != "" {
+			return refused("the server %s is %s", u.Host, why)
 		}
 	}
 	return nil
 }
 
-// allowHint ends the error of a refused address.
-const allowHint = "; remote clusters there are refused unless the daemon runs with --allow-loopback-clusters"
-
-// awsIMDSv6 is the IPv6 address of the EC2 instance metadata service.
-var awsIMDSv6 = netip.MustParseAddr("fd00:ec2::254")
-
-// forbiddenAddress says why addr may not be a remote cluster's, or "" when it may.
-func forbiddenAddress(addr netip.Addr) string {
-	addr = addr.Unmap()
-	switch {
-	case addr.IsLoopback():
-		return "a loopback address (the daemon's own host)"
-	case addr.IsLinkLocalUnicast() || addr == awsIMDSv6:
-		return "a link-local address (where cloud metadata services hand out the node's credentials)"
-	case addr.IsUnspecified():
-		return "the unspecified address (the daemon's own host)"
-	case addr.IsMulticast():
-		return "a multicast address"
-	}
-	return ""
-}
+// authProviders are the auth-provider names client-go knows: an error quotes the name of
+// one of them, and no other (the name is the kubeconfig's to choose).
+var authProviders = map[string]bool{"gcp": true, "azure": true, "oidc": true, "openstack": true}
 
 // checkUser refuses credentials that run commands, call a cloud, read files or
 // impersonate.
 func checkUser(u *clientcmdapi.AuthInfo) error {
 	switch {
 	case u.Exec != nil:
-		return refused("exec plugins are not run: the daemon would run the kubeconfig's command %q; use a token or a client certificate", u.Exec.Command)
-	case u.AuthProvider != nil:
+		// Neither the command nor its arguments nor its environment are quoted: they may
+		// hold a token.
+		return refused("exec plugins are not run: the daemon would run a command the kubeconfig names; use a token or a client certificate")
+	case u.AuthProvider != nil && authProviders[u.AuthProvider.Name]:
 		return refused("auth-provider %q is not used: the daemon would call a cloud with its own identity; use a token or a client certificate", u.AuthProvider.Name)
+	case u.AuthProvider != nil:
+		return refused("auth-provider is not used: the daemon would call a cloud with its own identity; use a token or a client certificate")
 	case u.LocationOfOrigin != "":
 		return refused("it was loaded from a file; only inline kubeconfigs are read")
 	case u.TokenFile != "":

@@ -120,9 +120,9 @@ func TestParseRefuses(t *testing.T) {
 		"localhost":             {server: "https://localhost:6443", want: "a loopback address"},
 		"ipv6 loopback":         {server: "https://[::1]:6443", want: "a loopback address"},
 		"mapped loopback":       {server: "https://[::ffff:127.0.0.1]:6443", want: "a loopback address"},
-		"cloud metadata":        {server: "https://169.254.169.254", want: "a link-local address"},
+		"cloud metadata":        {server: "https://169.254.169.254", want: "a cloud metadata address"},
 		"ipv6 link-local":       {server: "https://[fe80::1]", want: "a link-local address"},
-		"aws ipv6 metadata":     {server: "https://[fd00:ec2::254]", want: "a link-local address"},
+		"aws ipv6 metadata":     {server: "https://[fd00:ec2::254]", want: "a cloud metadata address"},
 		"unspecified":           {server: "https://0.0.0.0:6443", want: "the unspecified address"},
 		"plain http":            {server: "http://cluster.example.com", want: "is not https"},
 		"no server":             {server: "", want: "has no server"},
@@ -187,7 +187,7 @@ func TestLoopbackTripwire(t *testing.T) {
 	}
 
 	// Past the parser (a name resolving to loopback): the dial refuses.
-	cfg, _, err := withTransport(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, "team/kc", false)
+	cfg, _, err := withTransport(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, "team/kc", addressPolicy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestUnreachableNamesTheCluster(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	_ = l.Close() // nothing listens there now: connection refused
-	cfg, _, err := withTransport(&rest.Config{Host: "https://" + addr}, "team/kc", true)
+	cfg, _, err := withTransport(&rest.Config{Host: "https://" + addr}, "team/kc", addressPolicy{allowLoopback: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,5 +257,64 @@ func TestKubeConfigKeys(t *testing.T) {
 	_, err := kubeConfigData(map[string][]byte{"config": []byte("c")}, "")
 	if err == nil || !strings.Contains(err.Error(), "keys: config") {
 		t.Fatalf("missing key: %v", err)
+	}
+}
+
+// TestParseErrorsKeepSecrets: every refusal of Parse names the problem without quoting
+// what may hold a secret: the server URL's userinfo, path and query, an exec plugin's
+// command, arguments and environment, a proxy's or an auth provider's settings.
+func TestParseErrorsKeepSecrets(t *testing.T) {
+	const pw = "hunter2-pw"
+	execPlugin := func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+		u.Exec = &clientcmdapi.ExecConfig{Command: "/bin/get-token-" + pw, Args: []string{"--token=" + pw + "-arg"},
+			Env: []clientcmdapi.ExecEnvVar{{Name: "TOKEN", Value: pw + "-env"}}, APIVersion: "client.authentication.k8s.io/v1"}
+	}
+	for name, tc := range map[string]struct {
+		server string
+		mutate func(*clientcmdapi.Cluster, *clientcmdapi.AuthInfo)
+	}{
+		"userinfo":              {server: "https://user:" + pw + "@10.0.0.1:6443"},
+		"userinfo, no host":     {server: "https://user:" + pw + "@"},
+		"userinfo, bad port":    {server: "https://user:" + pw + "@10.0.0.1:port"},
+		"userinfo, opaque":      {server: "https:user:" + pw + "@10.0.0.1"},
+		"userinfo, not a URL":   {server: "https://user:" + pw + "@10.0.0.1:6443/%zz"},
+		"userinfo, plain http":  {server: "http://user:" + pw + "@10.0.0.1"},
+		"userinfo, loopback":    {server: "https://user:" + pw + "@127.0.0.1"},
+		"userinfo, scheme":      {server: "ftp://user:" + pw + "@10.0.0.1"},
+		"query, scheme":         {server: "ftp://10.0.0.1/?token=" + pw},
+		"path, scheme":          {server: "gopher://10.0.0.1/" + pw},
+		"query, loopback":       {server: "https://127.0.0.1/?token=" + pw},
+		"query, plain http":     {server: "http://10.0.0.1/?token=" + pw},
+		"query":                 {server: "https://10.0.0.1/?token=" + pw},
+		"fragment":              {server: "https://10.0.0.1/#" + pw},
+		"exec plugin":           {mutate: execPlugin},
+		"exec plugin, userinfo": {server: "https://user:" + pw + "@10.0.0.1", mutate: execPlugin},
+		"proxy with userinfo": {mutate: func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.ProxyURL = "http://user:" + pw + "@proxy:3128"
+		}},
+		"auth provider config": {mutate: func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.AuthProvider = &clientcmdapi.AuthProviderConfig{Name: "oidc", Config: map[string]string{"id-token": pw}}
+		}},
+		"auth provider name": {mutate: func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.AuthProvider = &clientcmdapi.AuthProviderConfig{Name: pw}
+		}},
+		"token file":              {mutate: func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) { u.TokenFile = "/secrets/" + pw }},
+		"certificate files":       {mutate: func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) { u.ClientKey = "/secrets/" + pw }},
+		"certificate authority":   {mutate: func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.CertificateAuthority = "/secrets/" + pw }},
+		"impersonation":           {mutate: func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) { u.ImpersonateGroups = []string{pw} }},
+		"certificate without key": {mutate: func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) { u.ClientCertificateData = []byte(pw) }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if tc.server == "" {
+				tc.server = "https://10.0.0.1:6443"
+			}
+			_, err := Parse(kubeconfig(t, tc.server, tc.mutate), false)
+			if err == nil || !errors.Is(err, ErrRefused) {
+				t.Fatalf("want an ErrRefused, got %v", err)
+			}
+			if strings.Contains(err.Error(), pw) {
+				t.Fatalf("the error quotes a secret: %v", err)
+			}
+		})
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
-	"syscall"
+	"net/url"
+	"strings"
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -58,22 +58,24 @@ type AddressRefusedError struct {
 }
 
 func (e *AddressRefusedError) Error() string {
-	return fmt.Sprintf("refusing to connect to %s: it is %s%s", e.Address, e.Why, allowHint)
+	return fmt.Sprintf("refusing to connect to %s: it is %s", e.Address, e.Why)
 }
 
-// withTransport gives cfg a transport of its own: it dials with the address check and
-// the timeouts above, goes through no proxy, and names the cluster in connection errors.
-// The transport is returned too, to close its idle connections when the cluster is
-// closed.
-func withTransport(cfg *rest.Config, name string, allowLoopback bool) (*rest.Config, *http.Transport, error) {
+// withTransport gives cfg a transport of its own: it dials with the address check of where
+// and the timeouts above, goes through no proxy, names the cluster in connection errors,
+// and takes only the answers of a Kubernetes API server (apiAnswers: no redirect, no body
+// of another server quoted). The *http.Transport is returned too, to close its idle
+// connections when the cluster is closed.
+func withTransport(cfg *rest.Config, name string, where addressPolicy) (*rest.Config, *http.Transport, error) {
 	tlsConfig, err := rest.TLSConfigFor(cfg)
 	if err != nil {
 		return nil, nil, refused("its TLS settings: %v", err)
 	}
-	dialer := &net.Dialer{Timeout: DialTimeout, KeepAlive: 30 * time.Second}
-	if !allowLoopback {
-		dialer.Control = checkDialAddress
+	server, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, nil, refused("the server is not a URL")
 	}
+	dialer := &net.Dialer{Timeout: DialTimeout, KeepAlive: 30 * time.Second, Control: where.checkDial}
 	t := utilnet.SetTransportDefaults(&http.Transport{
 		TLSClientConfig:       tlsConfig,
 		TLSHandshakeTimeout:   TLSHandshakeTimeout,
@@ -95,18 +97,6 @@ func withTransport(cfg *rest.Config, name string, allowLoopback bool) (*rest.Con
 	t.Proxy = nil // straight to the cluster: the address check must see the real destination
 	out := rest.CopyConfig(cfg)
 	out.TLSClientConfig = rest.TLSClientConfig{}
-	out.Transport = t
+	out.Transport = &apiAnswers{next: t, prefix: strings.TrimSuffix(server.Path, "/")}
 	return out, t, nil
-}
-
-// checkDialAddress refuses, before connecting, an address a remote cluster may not be at.
-func checkDialAddress(_, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return &AddressRefusedError{Address: address, Why: "not an IP address"}
-	}
-	if why := forbiddenAddress(ap.Addr()); why != "" {
-		return &AddressRefusedError{Address: ap.Addr().String(), Why: why}
-	}
-	return nil
 }
