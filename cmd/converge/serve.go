@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -28,6 +29,7 @@ import (
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sync/fleet"
 	"github.com/converge-gitops/converge/sync/reconciler"
+	"github.com/converge-gitops/converge/sync/remote"
 	"github.com/converge-gitops/converge/sync/render"
 	"github.com/converge-gitops/converge/sync/webhook"
 )
@@ -117,7 +119,11 @@ type syncOptions struct {
 	driftWatch            bool
 	crossNamespaceDeps    bool
 	renderTimeout         time.Duration
+	renderWorkers         int
+	renderPerNamespace    int
+	renderMemory          string
 	allowLoopbackClusters bool
+	remoteClusterNetworks remote.Networks
 }
 
 func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
@@ -130,9 +136,33 @@ func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.crossNamespaceDeps, "allow-cross-namespace-dependencies", true,
 		"let spec.dependsOn name SyncTargets of other namespaces; without it (multi-tenancy) such a SyncTarget is Stalled and the other namespace is never read")
 	fs.BoolVar(&o.allowLoopbackClusters, "allow-loopback-clusters", false,
-		"let spec.kubeConfig point at a loopback or link-local address (and plain http): for tests and local development only, as a tenant would reach the daemon's host and cloud metadata")
+		"let spec.kubeConfig point at a loopback or link-local address (and plain http), and spec.chart.repository (and where its redirects, chart URLs and token realms lead) at one too: for tests and local development only, as a tenant would reach the daemon's host and cloud metadata")
+	fs.Var(&o.remoteClusterNetworks, "remote-cluster-cidrs",
+		"CIDRs (comma-separated or repeated) that the API servers of spec.kubeConfig clusters must be in, checked on the address dialled; empty: any address but loopback, link-local and cloud metadata")
 	fs.DurationVar(&o.renderTimeout, "render-timeout", render.DefaultTimeout,
-		"deadline of one render (kustomize build or manifests read); a render that takes longer fails with BuildFailed")
+		"deadline of one render (kustomize build, manifests read or chart templates); a render that takes longer is killed and fails with BuildFailed")
+	fs.IntVar(&o.renderWorkers, "render-workers", render.DefaultWorkers,
+		"render worker processes: renders run in them, each bounded by --render-memory-limit, --render-timeout and one core, so that a template costs only its own SyncTarget")
+	fs.IntVar(&o.renderPerNamespace, "render-workers-per-namespace", 0,
+		"render workers the SyncTargets of one namespace may hold at once (0: half of --render-workers, at least 1)")
+	fs.StringVar(&o.renderMemory, "render-memory-limit", "512Mi",
+		"memory one render worker may use while it renders (a quantity: 512Mi, 1Gi); past it the worker is killed and the render fails with BuildFailed")
+}
+
+// renderPool is the daemon's render boundary: the worker processes every render runs in.
+func (o *syncOptions) renderPool() (*render.Pool, error) {
+	if o.renderWorkers < 1 {
+		return nil, fmt.Errorf("--render-workers must be at least 1, got %d", o.renderWorkers)
+	}
+	if o.renderPerNamespace < 0 {
+		return nil, fmt.Errorf("--render-workers-per-namespace must not be negative, got %d", o.renderPerNamespace)
+	}
+	mem, err := resource.ParseQuantity(o.renderMemory)
+	if err != nil || mem.Value() < 64<<20 {
+		return nil, fmt.Errorf("--render-memory-limit must be a quantity of at least 64Mi, got %q", o.renderMemory)
+	}
+	return render.NewPool(render.PoolOptions{Workers: o.renderWorkers, PerTenant: o.renderPerNamespace,
+		MemoryLimit: mem.Value(), Stopped: reconciler.RenderWorkerStopped})
 }
 
 type serveOptions struct {
@@ -168,6 +198,11 @@ func (o *serveOptions) run(ctx context.Context) error {
 	if o.manager.perNamespace < 0 {
 		return fmt.Errorf("--max-concurrent-per-namespace must not be negative, got %d", o.manager.perNamespace)
 	}
+	pool, err := o.sync.renderPool()
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
 	ctrl.SetLogger(zap.New())
 	cfg, err := o.kube.restConfig()
 	if err != nil {
@@ -188,9 +223,11 @@ func (o *serveOptions) run(ctx context.Context) error {
 		FullSyncInterval:             o.sync.fullSyncInterval,
 		DisableDriftWatch:            !o.sync.driftWatch,
 		RenderTimeout:                o.sync.renderTimeout,
+		RenderPool:                   pool,
 		MaxConcurrentPerNamespace:    o.manager.maxPerNamespace(),
 		NoCrossNamespaceDependencies: !o.sync.crossNamespaceDeps,
 		AllowLoopbackClusters:        o.sync.allowLoopbackClusters,
+		RemoteClusterNetworks:        o.sync.remoteClusterNetworks,
 	})
 	if err != nil {
 		return err

@@ -25,6 +25,7 @@ import (
 	"github.com/converge-gitops/converge/internal/gittest"
 	"github.com/converge-gitops/converge/internal/localcluster"
 	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
+	"github.com/converge-gitops/converge/sync/render"
 )
 
 // These tests run the real converge binary, as its own process, against a real API server
@@ -33,6 +34,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	render.ServeWorkerIfAsked() // this binary is the render worker of the renders under test
 	os.Exit(func() int {
 		dir, err := os.MkdirTemp("", "converge-bin-")
 		if err != nil {

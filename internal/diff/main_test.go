@@ -14,6 +14,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/localcluster"
 	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
+	"github.com/converge-gitops/converge/sync/render"
 )
 
 // The tests of Compute share one API server (no controllers), started by the first test
@@ -27,6 +28,7 @@ var shared struct {
 }
 
 func TestMain(m *testing.M) {
+	render.ServeWorkerIfAsked() // this binary is the render worker of the renders under test
 	os.Exit(func() int {
 		defer func() {
 			if shared.cluster != nil {

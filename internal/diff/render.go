@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,15 +22,24 @@ import (
 // daemon's own render options (target.Inputs.RenderOptions builds a SyncTarget's).
 type RenderOptions = render.Options
 
-// Render renders opts with the daemon's renderer. mapper, when set and opts say nothing
-// of the scope of kinds, tells the scope of custom kinds already installed in the cluster
-// (as the daemon's RESTMapper does); nil, kinds that are neither built in nor defined by a
-// rendered CRD are taken as namespaced.
+// pool is the render boundary of converge diff, build and the UI's pending diff: they
+// render what a pull request holds, as hostile as what the daemon renders, so they render
+// in worker processes too (this executable: its main calls render.ServeWorkerIfAsked).
+var pool = sync.OnceValues(func() (*render.Pool, error) { return render.NewPool(render.PoolOptions{}) })
+
+// Render renders opts with the daemon's renderer, behind the same boundary. mapper, when
+// set and opts say nothing of the scope of kinds, tells the scope of custom kinds already
+// installed in the cluster (as the daemon's RESTMapper does); nil, kinds that are neither
+// built in nor defined by a rendered CRD are taken as namespaced.
 func Render(ctx context.Context, mapper meta.RESTMapper, opts RenderOptions) ([]*unstructured.Unstructured, error) {
 	if opts.IsNamespaced == nil {
 		opts.IsNamespaced = target.IsNamespaced(mapper)
 	}
-	res, err := render.Render(ctx, opts)
+	p, err := pool()
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.Render(ctx, opts.OwnerNamespace, opts)
 	if err != nil {
 		return nil, err
 	}

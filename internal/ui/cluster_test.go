@@ -26,6 +26,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/localcluster"
 	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
+	"github.com/converge-gitops/converge/sync/render"
 )
 
 // The tests against a real API server share one (no controllers), started by the first
@@ -38,6 +39,7 @@ var shared struct {
 }
 
 func TestMain(m *testing.M) {
+	render.ServeWorkerIfAsked() // this binary is the render worker of the renders under test
 	ctrl.SetLogger(logr.Discard())
 	os.Exit(func() int {
 		defer func() {

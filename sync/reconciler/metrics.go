@@ -39,5 +39,17 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(syncTotal, syncDuration, phaseDuration, objectsTotal, seenToHealthy, commitToHealthy)
+	metrics.Registry.MustRegister(syncTotal, syncDuration, phaseDuration, objectsTotal, seenToHealthy, commitToHealthy,
+		renderWorkerStops)
+}
+
+var renderWorkerStops = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "converge_render_worker_stops_total",
+	Help: "Render workers killed or lost during a render, by the SyncTarget's namespace and why (memory, timeout, stack, crash).",
+}, []string{"namespace", "reason"})
+
+// RenderWorkerStopped counts a render worker stopped during a render of namespace's
+// (render.PoolOptions.Stopped).
+func RenderWorkerStopped(namespace, reason string) {
+	renderWorkerStops.WithLabelValues(namespace, reason).Inc()
 }

@@ -36,6 +36,9 @@ type KustomizeRenderer struct {
 	Clients Clients
 	// Charts keeps the renders of charts; nil renders every time.
 	Charts *ChartRenders
+	// Pool, when set, renders in worker processes (the daemon's render boundary: what a
+	// template does costs only its own SyncTarget); nil renders in this process.
+	Pool *render.Pool
 }
 
 // Render implements Renderer.
@@ -63,7 +66,7 @@ func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget
 	if objs, ok := k.Charts.get(key); ok {
 		return objs, nil
 	}
-	res, err := render.Render(ctx, opts)
+	res, err := k.render(ctx, st.Namespace, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +74,13 @@ func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget
 		k.Charts.put(key, res.Objects)
 	}
 	return res.Objects, nil
+}
+
+func (k KustomizeRenderer) render(ctx context.Context, tenant string, opts render.Options) (*render.Result, error) {
+	if k.Pool != nil {
+		return k.Pool.Render(ctx, tenant, opts)
+	}
+	return render.Render(ctx, opts)
 }
 
 // ChartRenders keeps the objects a chart rendered, keyed by everything the render read

@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"time"
 
 	"k8s.io/client-go/metadata"
@@ -17,6 +16,7 @@ import (
 	"github.com/converge-gitops/converge/sync/apply"
 	"github.com/converge-gitops/converge/sync/drift"
 	"github.com/converge-gitops/converge/sync/remote"
+	"github.com/converge-gitops/converge/sync/render"
 )
 
 // ReconcilerOptions are the settings of the daemon's reconciler.
@@ -41,12 +41,19 @@ type ReconcilerOptions struct {
 	NoCrossNamespaceDependencies bool
 	// RenderTimeout bounds one render (render.DefaultTimeout, 2m, when zero).
 	RenderTimeout time.Duration
+	// RenderPool, when set, renders in its worker processes (see render.Pool); nil renders
+	// in the daemon's own process.
+	RenderPool *render.Pool
 	// MaxConcurrentPerNamespace caps the reconciles of one namespace that run at once
 	// (NamespaceLimiter), so that one tenant cannot occupy every worker.
 	MaxConcurrentPerNamespace int
 	// AllowLoopbackClusters lets a spec.kubeConfig point at a loopback or link-local
-	// address, over http too (see sync/remote): for tests and local development only.
+	// address, over http too (see sync/remote), and a spec.chart repository be at one (see
+	// charts.Client.AllowLoopback): for tests and local development only.
 	AllowLoopbackClusters bool
+	// RemoteClusterNetworks, when not empty, are the only networks a remote cluster may be
+	// in (remote.Options.Networks).
+	RemoteClusterNetworks remote.Networks
 }
 
 // NewReconciler wires the reconciler of the daemon to a manager: pollers, git cache,
@@ -75,7 +82,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 	}
 	fetcher := &GitFetcher{Reader: mgr.GetAPIReader(), Cache: checkouts, Scheduler: scheduler,
 		Wake: make(chan event.GenericEvent, 1024)}
-	chartFetcher, err := newChartFetcher(mgr, o.Cache.Dir, fetcher.Wake)
+	chartFetcher, err := newChartFetcher(mgr, o.Cache.Dir, fetcher.Wake, o.AllowLoopbackClusters)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +91,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		return nil, err
 	}
 	clusters := remote.NewClusters(remote.Options{Secrets: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-		AllowLoopback: o.AllowLoopbackClusters})
+		AllowLoopback: o.AllowLoopbackClusters, Networks: o.RemoteClusterNetworks})
 	watchHealth := &WatchHealth{Checker: checker, Config: cfg, Mapper: mgr.GetRESTMapper(),
 		DefaultServiceAccount: o.DefaultServiceAccount, Remote: clusters}
 	clients := &ImpersonatingClients{Config: cfg, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
@@ -95,7 +102,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		Recorder:  mgr.GetEventRecorder("converge"),
 		Fetcher:   SourceFetchers{Git: fetcher, Chart: chartFetcher},
 		Renderer: KustomizeRenderer{Mapper: mgr.GetRESTMapper(), Timeout: o.RenderTimeout, Secrets: mgr.GetAPIReader(),
-			Clients: clients, Charts: NewChartRenders(chartRendersKept)},
+			Clients: clients, Charts: NewChartRenders(chartRendersKept), Pool: o.RenderPool},
 		Health:                watchHealth,
 		Applier:               apply.Applier{Concurrency: o.ApplyConcurrency},
 		Clients:               clients,
@@ -121,16 +128,17 @@ const chartRendersKept = 1024
 func (r *Reconciler) Scheduler() *sources.Scheduler { return r.scheduler }
 
 // newChartFetcher makes the fetcher of charts of chart repositories, its archives extracted
-// into "<dir>-charts", beside the Git checkouts (whose collector owns everything in dir; a
-// temporary directory when dir is empty), its pollers stopped with the manager.
-func newChartFetcher(mgr ctrl.Manager, dir string, wake chan event.GenericEvent) (*ChartFetcher, error) {
+// into charts.CacheDir(dir), inside the cache directory (a temporary directory when dir is
+// empty), its pollers stopped with the manager.
+func newChartFetcher(mgr ctrl.Manager, dir string, wake chan event.GenericEvent, allowLoopback bool) (*ChartFetcher, error) {
 	if dir == "" {
 		var err error
 		if dir, err = os.MkdirTemp("", "converge-charts-"); err != nil {
 			return nil, err
 		}
 	}
-	f := &ChartFetcher{Reader: mgr.GetAPIReader(), Client: &charts.Client{CacheDir: filepath.Clean(dir) + "-charts"}, Wake: wake}
+	f := &ChartFetcher{Reader: mgr.GetAPIReader(), Wake: wake,
+		Client: &charts.Client{CacheDir: charts.CacheDir(dir), AllowLoopback: allowLoopback}}
 	return f, mgr.Add(f)
 }
 

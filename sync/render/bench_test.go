@@ -1,9 +1,13 @@
 package render
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/converge-gitops/converge/internal/testcharts"
 )
 
 // benchRepo writes 1 000 ConfigMaps and 100 Deployments, one per file, and, when
@@ -52,6 +56,47 @@ func BenchmarkRender(b *testing.B) {
 			for b.Loop() {
 				if _, err := render(opts); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkChartRender renders ingress-nginx from its directory as the daemon does, in
+// process and through a warm render worker: the worker's cost is the ratio of the two
+// (the request, the objects back as JSON, the worker's own GC).
+func BenchmarkChartRender(b *testing.B) {
+	root := b.TempDir()
+	if _, err := testcharts.CopyTo(filepath.Join(root, "ingress-nginx"), testcharts.IngressNginx); err != nil {
+		b.Fatal(err)
+	}
+	opts := Options{Root: root, Path: "ingress-nginx", OwnerName: "ingress", OwnerNamespace: "ingress",
+		Helm: &HelmOptions{ReleaseName: "bench", Namespace: "ingress"}}
+	p, err := NewPool(PoolOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Close)
+	for _, way := range []struct {
+		name   string
+		render func() (*Result, error)
+	}{
+		{"in-process", func() (*Result, error) { return Render(context.Background(), opts) }},
+		{"worker", func() (*Result, error) { return p.Render(context.Background(), "ingress", opts) }},
+	} {
+		b.Run(way.name, func(b *testing.B) {
+			if _, err := way.render(); err != nil { // warm: the worker started, schemas parsed
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				res, err := way.render()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(res.Objects) == 0 {
+					b.Fatal("no objects")
 				}
 			}
 		})

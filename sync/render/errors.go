@@ -83,6 +83,9 @@ func (e *Error) Error() string {
 	if e.File == "" && e.Document == 0 && errors.As(e.Err, &te) {
 		return te.Error()
 	}
+	if ce, ok := e.Err.(*classedError); ok && ce.whole && e.File == "" && e.Document == 0 {
+		return ce.msg
+	}
 	var b strings.Builder
 	b.WriteString("render")
 	if e.File != "" {

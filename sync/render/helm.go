@@ -44,7 +44,7 @@ type HelmOptions struct {
 	// its test hooks (left out otherwise: the daemon never runs them).
 	SkipCRDs, DisableHooks, IncludeTests bool
 	// Lookup answers the template function lookup, read-only; nil answers nothing.
-	Lookup helm.Lookup
+	Lookup helm.Lookup `json:"-"`
 	// APIVersions are .Capabilities.APIVersions; KubeVersion .Capabilities.KubeVersion.
 	APIVersions []string
 	KubeVersion string

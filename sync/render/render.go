@@ -100,7 +100,7 @@ type Options struct {
 	// IsNamespaced reports the scope of kinds that are neither built into Kubernetes
 	// nor defined by a CustomResourceDefinition in the same render (a RESTMapper
 	// answers it). Nil, such kinds are taken to be namespaced. An error fails the render.
-	IsNamespaced func(schema.GroupVersionKind) (bool, error)
+	IsNamespaced func(schema.GroupVersionKind) (bool, error) `json:"-"`
 	// Limits cap the work of one render; zero fields take DefaultLimits.
 	Limits Limits
 	// Timeout bounds the whole render (DefaultTimeout when zero or negative). A render
@@ -109,7 +109,7 @@ type Options struct {
 	// Decryption, when set, decrypts SOPS-encrypted files in memory as they are read
 	// (an empty Keys decrypts nothing: every encrypted file then fails naming its
 	// recipients). Nil, an encrypted file fails the render with ErrDecryption.
-	Decryption *Keys
+	Decryption *Keys `json:"-"`
 	// Substitute, when set, replaces ${var} in the rendered objects (spec.postBuild),
 	// before they are validated, labelled and sorted; see Substitution.
 	Substitute *Substitution

@@ -26,6 +26,9 @@ type Keys struct {
 	// ageRecipients and pgpFingerprints are the public sides, for error messages.
 	ageRecipients   []string
 	pgpFingerprints []string
+	// data is the Secret data the keys were parsed from, for a render worker to parse
+	// them again (see Pool); never formatted or logged.
+	data map[string][]byte
 }
 
 // AgeKeySuffix and PGPKeySuffix end the keys of the decryption Secret whose values are
@@ -46,7 +49,7 @@ func ParseKeys(data map[string][]byte) (*Keys, error) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	k := &Keys{}
+	k := &Keys{data: data}
 	for _, name := range names {
 		var err error
 		switch {

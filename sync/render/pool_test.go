@@ -1,0 +1,222 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/converge-gitops/converge/internal/testcharts"
+	"github.com/converge-gitops/converge/sync/helm"
+)
+
+// The test binary is also the render worker of the pools these tests start.
+func TestMain(m *testing.M) {
+	ServeWorkerIfAsked()
+	os.Exit(m.Run())
+}
+
+func newPool(t testing.TB, opts PoolOptions) *Pool {
+	t.Helper()
+	p, err := NewPool(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func writeFiles(t testing.TB, root, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		write(t, root, filepath.ToSlash(filepath.Join(dir, name)), content)
+	}
+}
+
+// TestPoolRendersAsRenderDoes: plain manifests with SOPS and substitution, a kustomization
+// and a chart with values, lookup and a custom kind's scope come back from a worker as
+// the same objects, digest included, as an in-process Render.
+func TestPoolRendersAsRenderDoes(t *testing.T) {
+	k := newTestKeys(t)
+	root := chartRepo(t)
+	write(t, root, "plain/secret.yaml", string(ageOnly(k).encrypt(t, "secret.yaml", []byte(sopsSecretYAML))))
+	write(t, root, "plain/cm.yaml", cm("plain", "${greeting}"))
+	write(t, root, "plain/widget.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n")
+	write(t, root, "kust/kustomization.yaml", "resources: [cm.yaml]\nnamePrefix: k-\n")
+	write(t, root, "kust/cm.yaml", cm("one", "1"))
+	write(t, root, "charts/podinfo/templates/looked.yaml",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: looked\ndata:\n  uid: {{ (lookup \"v1\" \"Namespace\" \"\" \"shop\").metadata.uid | quote }}\n")
+	lookup := func(_ context.Context, apiVersion, kind, namespace, name string) (map[string]any, error) {
+		return map[string]any{"metadata": map[string]any{"uid": "uid-of-" + kind + "-" + name, "generation": int64(3)}}, nil
+	}
+	scope := func(gvk schema.GroupVersionKind) (bool, error) { return gvk.Kind != "Widget", nil }
+	cases := map[string]Options{
+		"plain": {Root: root, Path: "plain", OwnerName: "web", OwnerNamespace: "shop", TargetNamespace: "shop",
+			Decryption: testKeyring(t, k), Substitute: &Substitution{Vars: map[string]string{"greeting": "hi"}}, IsNamespaced: scope},
+		"kustomize": {Root: root, Path: "kust", OwnerName: "web", OwnerNamespace: "shop"},
+		"chart": {Root: root, Path: "charts/podinfo", OwnerName: "web", OwnerNamespace: "shop",
+			Helm: &HelmOptions{ReleaseName: "web", Namespace: "shop", ValuesFiles: []string{"../../env/prod.yaml"},
+				Values: []helm.ValuesSource{{Name: "ConfigMap/ui[values.yaml]", Data: []byte("ui:\n  message: hello\n")}},
+				Inline: []byte(`{"replicaCount":4}`), Lookup: lookup}},
+	}
+	p := newPool(t, PoolOptions{})
+	for name, opts := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			want, err := Render(context.Background(), opts)
+			g.Expect(err).NotTo(HaveOccurred())
+			got, err := p.Render(context.Background(), "shop", opts)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got.Digest).To(Equal(want.Digest))
+			g.Expect(got.Chart).To(Equal(want.Chart))
+			g.Expect(got.Kustomized).To(Equal(want.Kustomized))
+			g.Expect(ids(got.Objects)).To(Equal(ids(want.Objects)))
+			for i := range got.Objects {
+				g.Expect(got.Objects[i].Object).To(Equal(want.Objects[i].Object))
+			}
+		})
+	}
+	g := NewWithT(t)
+	res, err := p.Render(context.Background(), "shop", cases["chart"])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(findObject(t, res, "ConfigMap", "looked")["data"]).To(Equal(map[string]any{"uid": "uid-of-Namespace-shop"}))
+	res, err = p.Render(context.Background(), "shop", cases["plain"])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(byName(res.Objects, "w").GetNamespace()).To(BeEmpty(), "Widget is cluster-scoped by the caller's answer")
+}
+
+// TestPoolKeepsErrorClasses: a failed render in a worker is the same *Error as in
+// process: file, document, message and class.
+func TestPoolKeepsErrorClasses(t *testing.T) {
+	root, _ := newRepo(t)
+	write(t, root, "bad/a.yaml", cm("a", "1")+"---\nkind: [\n")
+	write(t, root, "sops/secret.yaml", string(ageOnly(newTestKeys(t)).encrypt(t, "secret.yaml", []byte(sopsSecretYAML))))
+	p := newPool(t, PoolOptions{})
+	for _, c := range []struct {
+		path  string
+		class error
+	}{{"bad", ErrInvalidDocument}, {"sops", ErrDecryption}, {"missing", ErrNotFound}} {
+		g := NewWithT(t)
+		_, want := Render(context.Background(), Options{Root: root, Path: c.path})
+		_, err := p.Render(context.Background(), "shop", Options{Root: root, Path: c.path})
+		g.Expect(err).To(MatchError(c.class))
+		g.Expect(err.Error()).To(Equal(want.Error()))
+		var re, wre *Error
+		g.Expect(errors.As(err, &re)).To(BeTrue())
+		g.Expect(errors.As(want, &wre)).To(BeTrue())
+		g.Expect([]any{re.File, re.Document}).To(Equal([]any{wre.File, wre.Document}))
+	}
+}
+
+// hostileChart writes a chart and returns the options rendering it.
+func hostileChart(t *testing.T, files map[string]string, values string) Options {
+	root := t.TempDir()
+	writeFiles(t, root, "chart", files)
+	h := &HelmOptions{ReleaseName: "evil", Namespace: "evil"}
+	if values != "" {
+		h.Values = []helm.ValuesSource{{Name: "values", Data: []byte(values)}}
+	}
+	return Options{Root: root, Path: "chart", Helm: h, Timeout: 20 * time.Second}
+}
+
+// TestPoolContainsHostileCharts: each template that would take a process down (a
+// recursion through tpl, output or memory that doubles per line, a loop that calls no
+// function) fails its own render with a clear error, the worker it ran in is gone, the
+// caller's memory does not grow with it, and the pool renders the next chart as usual.
+func TestPoolContainsHostileCharts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts render workers that run to their bounds")
+	}
+	chart, values := testcharts.TplRecursionThroughValues("values")
+	cases := []struct {
+		name   string
+		opts   Options
+		class  error
+		want   string
+		reason string
+	}{
+		// Each tpl parses a template anew: the heap may reach the bound before the stack.
+		{"tpl recursion", hostileChart(t, testcharts.TplRecursion("tpl"), ""), ErrRenderWorker, recursionEnd, "(stack|memory)"},
+		{"tpl recursion through values", hostileChart(t, chart, values), ErrRenderWorker, recursionEnd, "(stack|memory)"},
+		{"list doubling", hostileChart(t, testcharts.ListDoubling("lists", 24), ""), ErrRenderWorker, "^render used more than 256 MiB of memory; its worker was stopped$", "memory"},
+		// Its memory stays small; its time doubles per level.
+		{"include doubling", withTimeout(hostileChart(t, testcharts.IncludeDoubling("includes", 22), ""), 3*time.Second), ErrRenderTimeout, "^render exceeded 3s$", "timeout"},
+		{"loop calling no function", withTimeout(hostileChart(t, testcharts.NestedRange("spin"), ""), 2*time.Second), ErrRenderTimeout, "^render exceeded 2s$", "timeout"},
+	}
+	var stopped []string
+	p := newPool(t, PoolOptions{MemoryLimit: 256 << 20, Stopped: func(tenant, reason string) { stopped = append(stopped, tenant+"/"+reason) }})
+	benign := hostileChart(t, testcharts.Benign("benign"), "")
+	before := heapInUse()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			stopped = nil
+			res, err := p.Render(context.Background(), "evil", c.opts)
+			g.Expect(res).To(BeNil())
+			g.Expect(err).To(MatchError(c.class))
+			g.Expect(err.Error()).To(MatchRegexp(c.want))
+			g.Expect(stopped).To(HaveExactElements(MatchRegexp("^evil/" + c.reason + "$")))
+			res, err = p.Render(context.Background(), "good", benign)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(ids(res.Objects)).To(Equal([]string{"ConfigMap evil/evil-benign"}))
+		})
+	}
+	if grown := heapInUse() - before; grown > 64<<20 {
+		t.Errorf("the caller's heap grew by %d MiB over the hostile renders", grown>>20)
+	}
+}
+
+// recursionEnd is how a template recursion ends: at the stack's bound or the memory's.
+const recursionEnd = "^render (recursed past its stack bound of 64 MiB|used more than 256 MiB of memory)"
+
+func withTimeout(o Options, d time.Duration) Options {
+	o.Timeout = d
+	return o
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
+}
+
+// TestPoolGivesEachTenantItsShare: while one tenant's renders spin to their deadline in
+// every worker it may hold, another tenant's render is served at once.
+func TestPoolGivesEachTenantItsShare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts render workers that run to their deadline")
+	}
+	g := NewWithT(t)
+	p := newPool(t, PoolOptions{Workers: 2, PerTenant: 1})
+	spin := withTimeout(hostileChart(t, testcharts.NestedRange("spin"), ""), 30*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := p.Render(ctx, "evil", spin)
+			errs <- err
+		}()
+	}
+	benign := hostileChart(t, testcharts.Benign("benign"), "")
+	for range 3 {
+		done := make(chan error, 1)
+		go func() {
+			_, err := p.Render(context.Background(), "good", benign)
+			done <- err
+		}()
+		// Bounded by far less than the spinning renders' 30 s deadline.
+		g.Eventually(done, 10*time.Second).Should(Receive(BeNil()))
+	}
+	g.Consistently(errs, 200*time.Millisecond).ShouldNot(Receive(), "the spinning renders still run")
+	cancel()
+	g.Eventually(errs, 5*time.Second).Should(Receive(MatchError(context.Canceled)))
+	g.Eventually(errs, 5*time.Second).Should(Receive(MatchError(context.Canceled)))
+}
