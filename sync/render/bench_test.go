@@ -67,10 +67,11 @@ func BenchmarkRender(b *testing.B) {
 // (the request, the objects back as JSON, the worker's own GC).
 func BenchmarkChartRender(b *testing.B) {
 	root := b.TempDir()
-	if _, err := testcharts.CopyTo(filepath.Join(root, "ingress-nginx"), testcharts.IngressNginx); err != nil {
+	dir, err := testcharts.CopyTo(root, testcharts.IngressNginx)
+	if err != nil {
 		b.Fatal(err)
 	}
-	opts := Options{Root: root, Path: "ingress-nginx", OwnerName: "ingress", OwnerNamespace: "ingress",
+	opts := Options{Root: root, Path: filepath.Base(dir), OwnerName: "ingress", OwnerNamespace: "ingress",
 		Helm: &HelmOptions{ReleaseName: "bench", Namespace: "ingress"}}
 	p, err := NewPool(PoolOptions{})
 	if err != nil {

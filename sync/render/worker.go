@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -63,9 +64,19 @@ func serveWorker() int {
 		if err := w.send(&fromWorker{Result: res}); err != nil {
 			return 1
 		}
-		debug.FreeOSMemory()
+		returnMemory()
 	}
 	return 0
+}
+
+// returnMemory gives a large render's memory back to the system, so that the next render's
+// resident size is its own; after a small one (most) it is not worth a forced collection.
+func returnMemory() {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	if m.HeapSys-m.HeapReleased > 64<<20 {
+		debug.FreeOSMemory()
+	}
 }
 
 // worker is the state of a render worker: the pipe to its parent and the calls waiting for
