@@ -50,7 +50,7 @@ func BenchmarkRenderAndValidate100(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		rendered, err := Render(set, params)
+		rendered, err := Render(ctx, set, params, Limits{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -24,8 +25,14 @@ const FieldOwner = "converge-set"
 // Finalizer holds a set with preserveOnDeletion until it has released its SyncTargets.
 const Finalizer = "converge.dev/set-release"
 
-// retryAfter is when a set whose generators failed is tried again.
+// retryAfter is when a set whose generators failed, or whose render ran out of time, is
+// tried again.
 const retryAfter = 30 * time.Second
+
+// DefaultWorkers is how many sets are reconciled at once: a set that is slow to generate
+// (a Git source that does not answer) or to render (up to RenderTimeout) holds one worker,
+// and the sets of other namespaces go on with the others.
+const DefaultWorkers = 4
 
 // Reconciler reconciles SyncTargetSets.
 type Reconciler struct {
@@ -37,6 +44,8 @@ type Reconciler struct {
 	Dirs Directories
 	// Schema validates renderings in process (see validate).
 	Schema *Schema
+	// Limits bound the template work of one reconcile.
+	Limits Limits
 
 	// sizes are the sets' sizes, for the wait after a change of their SyncTargets.
 	sizes setSizes
@@ -46,12 +55,14 @@ type Reconciler struct {
 type Options struct {
 	// Cache configures the checkouts of the gitDirectories generator; Dir is required.
 	Cache sources.CacheOptions
+	// Workers is how many sets are reconciled at once; DefaultWorkers when zero.
+	Workers int
 }
 
 // SetupWithManager creates the controller and registers it with mgr: it watches sets
 // (spec changes) and the SyncTargets they own (so that a SyncTarget becoming Ready
 // advances a rollout), the latter only for a change the set reads (childChanged), and
-// batched (batchFor).
+// batched (batchFor). o.Workers sets are reconciled at once.
 func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	cache, err := sources.NewCache(o.Cache)
 	if err != nil {
@@ -64,11 +75,16 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Dirs:      &GitLister{Reader: mgr.GetAPIReader(), Cache: cache},
+		Dirs:      &GitLister{Reader: mgr.GetAPIReader(), Cache: cache, Timeout: o.Cache.FetchTimeout},
 		Schema:    schema,
+	}
+	workers := o.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("synctargetset").
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		For(&convergev1.SyncTargetSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&convergev1.SyncTarget{}, enqueueSetOfChild(mgr.GetScheme(), mgr.GetRESTMapper(), r.sizes.batch), builder.WithPredicates(childChanged)).
 		Complete(r)
@@ -135,11 +151,15 @@ func (r *Reconciler) finalize(ctx context.Context, set *convergev1.SyncTargetSet
 func (r *Reconciler) sync(ctx context.Context, set *convergev1.SyncTargetSet) (ctrl.Result, error) {
 	gen, err := Generate(ctx, Env{Namespace: set.Namespace, Secrets: r.APIReader, Dirs: r.Dirs}, set.Spec.Generators)
 	if err != nil {
-		return ctrl.Result{RequeueAfter: retryAfter}, r.fail(ctx, set, convergev1.GenerationFailedReason, err)
+		reason := convergev1.GenerationFailedReason
+		if errors.Is(err, sources.ErrVerificationFailed) {
+			reason = convergev1.VerificationFailedReason
+		}
+		return ctrl.Result{RequeueAfter: retryAfter}, r.fail(ctx, set, reason, err)
 	}
 	targets, stale, err := r.targets(ctx, set, gen.Params)
 	if err != nil {
-		return ctrl.Result{}, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)
+		return r.renderFailed(ctx, set, err)
 	}
 	r.sizes.set(client.ObjectKeyFromObject(set), len(targets))
 	AssignSteps(targets, set.Spec.Strategy)
@@ -158,13 +178,27 @@ func (r *Reconciler) sync(ctx context.Context, set *convergev1.SyncTargetSet) (c
 			return ctrl.Result{}, err
 		}
 	}
-	return ctrl.Result{RequeueAfter: gen.Recheck}, r.report(ctx, set, targets, plan)
+	return ctrl.Result{RequeueAfter: gen.Recheck}, r.report(ctx, set, targets, plan, gen)
+}
+
+// renderFailed reports a set whose templates did not render: TemplateInvalid, and nothing
+// is written. A render that ran out of time is tried again after retryAfter (a busy
+// machine may have slowed it); one the reconcile's end stopped is the reconcile's error.
+func (r *Reconciler) renderFailed(ctx context.Context, set *convergev1.SyncTargetSet, err error) (ctrl.Result, error) {
+	if ctx.Err() != nil {
+		return ctrl.Result{}, err
+	}
+	res := ctrl.Result{}
+	if errors.Is(err, ErrRenderDeadline) {
+		res.RequeueAfter = retryAfter
+	}
+	return res, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)
 }
 
 // targets renders every parameter set and pairs each rendering with the SyncTarget of
 // that name the set owns; stale are the owned ones no longer generated.
 func (r *Reconciler) targets(ctx context.Context, set *convergev1.SyncTargetSet, params []Params) ([]*Target, []*convergev1.SyncTarget, error) {
-	rendered, err := Render(set, params)
+	rendered, err := Render(ctx, set, params, r.Limits)
 	if err != nil {
 		return nil, nil, err
 	}

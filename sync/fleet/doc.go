@@ -15,6 +15,12 @@
 //     an include glob and no exclude glob (path.Match: "*" stays within a segment): path,
 //     path.basename, and path.segment0..N. The source is polled at its interval (a
 //     schedule is read as the default interval) with the credentials of the set's namespace.
+//     With source.verify, a commit is listed only once its signatures verify with the
+//     trusted keys of the set's namespace, as a SyncTarget's revision is verified, and
+//     before it is checked out: a commit that does not verify leaves the directories of the
+//     last one that did (SourceVerified=False, Ready=False with reason VerificationFailed,
+//     both saying why); without one, the set fails with that reason and writes or deletes
+//     nothing. The template's own source.verify applies to the generated SyncTargets only.
 //   - matrix: every pair of its two generators' sets, merged (the second wins).
 //
 // At most MaxParamSets parameter sets are generated.
@@ -29,8 +35,19 @@
 // lower, upper, trimPrefix, trimSuffix, replace, trunc and default beside the built-ins
 // index, len, not, and, or, eq, ne, lt, le, gt and ge; call, print, printf, println,
 // html, js, urlquery and slice are refused, and so are range, template, define and block:
-// a template runs in time linear in its text. The strings of one SyncTarget render to at
-// most MaxRenderedBytes.
+// a template runs in time linear in its text.
+//
+// Whoever may create a set writes its template, so a render is bounded before any
+// rendering is validated: one SyncTarget renders to at most MaxRenderedBytes and all of a
+// set's to MaxSetRenderedBytes (strings, keys and values counted as their JSON text, as
+// the template writes them: the writer refuses the byte past a bound); the template's
+// nodes times the parameter sets are at most MaxTemplateWork; the functions' results and
+// what they read add up to at most eight times MaxSetRenderedBytes, and no result may be
+// larger than one SyncTarget (replace refuses one before building it); and the render
+// stops at RenderTimeout, checked at every template string, function call and write. A
+// bound passed makes the set TemplateInvalid, saying which, and nothing is written. Sets
+// are reconciled DefaultWorkers at once, so that a set that is slow to list its Git source
+// or to render does not hold up the others.
 //
 // # Validation, writes and rollout
 //

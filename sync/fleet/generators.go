@@ -24,7 +24,20 @@ type Directories interface {
 	// List returns the directories of g's source (read with the credentials of the set's
 	// namespace ns) matching its include and not its exclude globs, and how long the
 	// answer holds before the source is polled again.
-	List(ctx context.Context, ns string, g *convergev1.GitDirectoriesGenerator) ([]string, time.Duration, error)
+	List(ctx context.Context, ns string, g *convergev1.GitDirectoriesGenerator) (Listing, error)
+}
+
+// Listing is a Directories' answer.
+type Listing struct {
+	// Dirs are the directories.
+	Dirs []string
+	// Every is how long the answer holds before the source is polled again.
+	Every time.Duration
+	// Verified says who signed the revision listed, when the source has verify.
+	Verified string
+	// Refused says why the source's current revision was not listed, its signatures not
+	// verifying: Dirs are those of the last revision that verified.
+	Refused string
 }
 
 // Env is what the generators read.
@@ -43,6 +56,24 @@ type Env struct {
 type Generated struct {
 	Params  []Params
 	Recheck time.Duration
+	// Verified says, for each gitDirectories generator with verify, who signed the
+	// revision it listed.
+	Verified []string
+	// Refused says, for each gitDirectories generator whose source's current revision did
+	// not verify, why: it yielded the directories of the last revision that did.
+	Refused []string
+}
+
+// add appends o's parameter sets and what it says, prefixed with where it comes from.
+func (g *Generated) add(prefix string, o Generated) {
+	g.Params = append(g.Params, o.Params...)
+	g.Recheck = sooner(g.Recheck, o.Recheck)
+	for _, v := range o.Verified {
+		g.Verified = append(g.Verified, prefix+v)
+	}
+	for _, r := range o.Refused {
+		g.Refused = append(g.Refused, prefix+r)
+	}
 }
 
 // Generate runs every generator of the set and concatenates their parameter sets.
@@ -53,8 +84,7 @@ func Generate(ctx context.Context, env Env, gens []convergev1.Generator) (Genera
 		if err != nil {
 			return Generated{}, fmt.Errorf("generators[%d]: %w", i, err)
 		}
-		out.Params = append(out.Params, got.Params...)
-		out.Recheck = sooner(out.Recheck, got.Recheck)
+		out.add(fmt.Sprintf("generators[%d]: ", i), got)
 		if len(out.Params) > MaxParamSets {
 			return Generated{}, fmt.Errorf("the generators yield more than %d parameter sets", MaxParamSets)
 		}
@@ -87,11 +117,18 @@ func generateBase(ctx context.Context, env Env, g convergev1.BaseGenerator) (Gen
 		if env.Dirs == nil {
 			return Generated{}, errors.New("no Git directory lister configured")
 		}
-		dirs, every, err := env.Dirs.List(ctx, env.Namespace, g.GitDirectories)
+		got, err := env.Dirs.List(ctx, env.Namespace, g.GitDirectories)
 		if err != nil {
 			return Generated{}, err
 		}
-		return Generated{Params: dirParams(dirs), Recheck: every}, nil
+		out := Generated{Params: dirParams(got.Dirs), Recheck: got.Every}
+		if got.Verified != "" {
+			out.Verified = []string{got.Verified}
+		}
+		if got.Refused != "" {
+			out.Refused = []string{got.Refused}
+		}
+		return out, nil
 	}
 	return Generated{}, errors.New("no generator set")
 }
@@ -118,7 +155,14 @@ func matrix(ctx context.Context, env Env, m *convergev1.MatrixGenerator) (Genera
 		return Generated{}, fmt.Errorf("matrix[1]: %w", err)
 	}
 	p, err := Product(a.Params, b.Params)
-	return Generated{Params: p, Recheck: sooner(a.Recheck, b.Recheck)}, err
+	if err != nil {
+		return Generated{}, err
+	}
+	var out Generated
+	out.add("matrix[0]: ", Generated{Recheck: a.Recheck, Verified: a.Verified, Refused: a.Refused})
+	out.add("matrix[1]: ", Generated{Recheck: b.Recheck, Verified: b.Verified, Refused: b.Refused})
+	out.Params = p
+	return out, nil
 }
 
 // Product is every pair of a and b merged, b's values winning on a shared name, in the

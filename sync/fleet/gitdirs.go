@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -23,17 +24,33 @@ import (
 
 // GitLister lists the directories of Git sources: it resolves the ref, checks the commit
 // out into Cache and walks it. An answer is kept for the source's interval, so that the
-// reconciles an owned SyncTarget's status changes cause do not poll the remote.
+// reconciles an owned SyncTarget's status changes cause do not poll the remote. A source
+// with verify is listed only at a revision whose signatures verify with its trusted keys,
+// as a SyncTarget's are checked (sources.Verifier), before it is checked out: a revision
+// that does not verify leaves the listing of the last one that did, and says why.
 type GitLister struct {
-	// Reader reads the credentials Secret (spec.source.secretRef) by name.
+	// Reader reads the credentials and trusted keys Secrets (spec.source.secretRef,
+	// spec.source.verify.secretRef) by name.
 	Reader client.Reader
 	// Cache holds the checkouts.
 	Cache *sources.Cache
 	// Clock is the time source (default: the real clock).
 	Clock clock.PassiveClock
+	// Timeout bounds the resolution of a ref (checkouts and verifications have the
+	// cache's own): a remote that does not answer holds a set's worker no longer.
+	// sources.DefaultFetchTimeout when zero.
+	Timeout time.Duration
 
-	mu     sync.Mutex
-	listed map[sources.Key]listing
+	mu       sync.Mutex
+	listed   map[listingKey]listing
+	verifier *sources.Verifier // made on first use
+}
+
+// listingKey is a source and the trust its listing was made with: a listing verified with
+// some keys is never the answer for other keys, nor for a generator without verify.
+type listingKey struct {
+	source sources.Key
+	trust  string
 }
 
 type listing struct {
@@ -41,64 +58,145 @@ type listing struct {
 	tree   []string // every directory of the commit, up to the depth asked
 	depth  int
 	at     time.Time
+	// signed says who signed commit, when the source asks for verification: "verified
+	// commit … signed by …".
+	signed string
+	// refused says why the source's current revision, not commit, was not listed.
+	refused string
+}
+
+// trust is the verification a generator asks for: none when keys is nil.
+type trust struct {
+	mode sources.VerifyMode
+	keys *sources.TrustedKeys
+}
+
+func (t trust) id() string {
+	if t.keys == nil {
+		return ""
+	}
+	return string(t.mode) + "\x00" + t.keys.Digest()
 }
 
 // List implements Directories.
-func (l *GitLister) List(ctx context.Context, ns string, g *convergev1.GitDirectoriesGenerator) ([]string, time.Duration, error) {
+func (l *GitLister) List(ctx context.Context, ns string, g *convergev1.GitDirectoriesGenerator) (Listing, error) {
 	every := interval(g.Source)
 	depth, err := globDepth(g.Include, g.Exclude)
 	if err != nil {
-		return nil, 0, err
+		return Listing{}, err
 	}
-	// A throwaway SyncTarget: its source, read with the credentials of the set's namespace.
+	// A throwaway SyncTarget: its source and keys, read with the credentials of the set's
+	// namespace, and verified as a SyncTarget's.
 	st := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "set"},
 		Spec: convergev1.SyncTargetSpec{Source: g.Source}}
-	src, err := target.For(st, l.Reader, nil).Source(ctx)
+	in := target.For(st, l.Reader, nil)
+	src, err := in.Source(ctx)
 	if err != nil {
-		return nil, 0, err
+		return Listing{}, err
 	}
-	tree, err := l.tree(ctx, src, depth, every)
+	keys, err := in.TrustedKeys(ctx)
 	if err != nil {
-		return nil, 0, err
+		return Listing{}, err
 	}
-	return MatchDirs(tree, g.Include, g.Exclude), every, nil
+	got, err := l.tree(ctx, src, trust{mode: sources.VerifyMode(st.VerifyMode()), keys: keys}, depth, every)
+	if err != nil {
+		return Listing{}, err
+	}
+	return Listing{Dirs: MatchDirs(got.tree, g.Include, g.Exclude), Every: every, Verified: got.signed, Refused: got.refused}, nil
 }
 
-// tree lists the directories of src's current commit, from memory while fresh.
-func (l *GitLister) tree(ctx context.Context, src sources.Source, depth int, every time.Duration) ([]string, error) {
+// tree lists the directories of src's current commit, from memory while fresh. When that
+// commit does not verify, the listing of the last one that did stays, saying why; without
+// one, it is an error.
+func (l *GitLister) tree(ctx context.Context, src sources.Source, tr trust, depth int, every time.Duration) (listing, error) {
 	now := l.now()
-	key := src.Key()
+	key := listingKey{source: src.Key(), trust: tr.id()}
 	l.mu.Lock()
 	got, ok := l.listed[key]
 	l.mu.Unlock()
-	if ok && got.depth >= depth && now.Sub(got.at) < every {
-		return got.tree, nil
+	usable := ok && got.depth >= depth
+	if usable && now.Sub(got.at) < every {
+		return got, nil
 	}
-	rev, err := sources.Resolve(ctx, src)
+	rev, err := l.resolve(ctx, src)
 	if err != nil {
-		return nil, err
+		return listing{}, err
 	}
-	if ok && got.depth >= depth && got.commit == rev.Commit {
-		got.at = now
+	if usable && got.commit == rev.Commit {
+		got.at, got.refused = now, ""
 	} else {
-		dir, err := l.Cache.Checkout(ctx, src, rev)
-		if err != nil {
-			return nil, err
+		next, err := l.list(ctx, src, tr, rev, depth)
+		switch {
+		case errors.Is(err, sources.ErrVerificationFailed) && usable:
+			got.at = now
+			got.refused = fmt.Sprintf("%v: the directories of commit %s, the last that verified, are listed", err, short(got.commit))
+		case errors.Is(err, sources.ErrVerificationFailed):
+			return listing{}, fmt.Errorf("%w: no revision of %s verified yet, nothing is generated from it", err, src.URL)
+		case err != nil:
+			return listing{}, err
+		default:
+			got = next
+			got.at = now
+			defer l.gc()
 		}
-		tree, err := WalkDirs(dir, depth)
-		if err != nil {
-			return nil, fmt.Errorf("listing the directories of %s: %w", rev, err)
-		}
-		got = listing{commit: rev.Commit, tree: tree, depth: depth, at: now}
-		defer l.gc()
 	}
 	l.mu.Lock()
 	if l.listed == nil {
-		l.listed = map[sources.Key]listing{}
+		l.listed = map[listingKey]listing{}
 	}
 	l.listed[key] = got
 	l.mu.Unlock()
-	return got.tree, nil
+	return got, nil
+}
+
+// resolve asks the remote which commit src's ref points at, within Timeout.
+func (l *GitLister) resolve(ctx context.Context, src sources.Source) (sources.Revision, error) {
+	timeout := l.Timeout
+	if timeout <= 0 {
+		timeout = sources.DefaultFetchTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return sources.Resolve(ctx, src)
+}
+
+// list verifies rev when tr asks for it, then checks it out and walks it.
+func (l *GitLister) list(ctx context.Context, src sources.Source, tr trust, rev sources.Revision, depth int) (listing, error) {
+	var signed string
+	if tr.keys != nil {
+		v, err := l.verify().Verify(ctx, src, rev, tr.mode, tr.keys)
+		if err != nil {
+			return listing{}, fmt.Errorf("revision %s: %w", rev, err)
+		}
+		signed = "verified " + v.String()
+	}
+	dir, err := l.Cache.Checkout(ctx, src, rev)
+	if err != nil {
+		return listing{}, err
+	}
+	tree, err := WalkDirs(dir, depth)
+	if err != nil {
+		return listing{}, fmt.Errorf("listing the directories of %s: %w", rev, err)
+	}
+	return listing{commit: rev.Commit, tree: tree, depth: depth, signed: signed}, nil
+}
+
+// verify is the lister's Verifier, which remembers the revisions it checked.
+func (l *GitLister) verify() *sources.Verifier {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.verifier == nil {
+		l.verifier = &sources.Verifier{Cache: l.Cache}
+	}
+	return l.verifier
+}
+
+// short is the first 12 digits of a commit.
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
 }
 
 func (l *GitLister) now() time.Time {

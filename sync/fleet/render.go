@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -28,19 +29,26 @@ type Rendered struct {
 	Hash string
 }
 
-// Render renders the set's template with every parameter set, in order. The error names
-// the parameter set that failed.
-func Render(set *convergev1.SyncTargetSet, params []Params) ([]Rendered, error) {
+// Render renders the set's template with every parameter set, in order, within the bounds
+// of a set's render (MaxRenderedBytes, MaxSetRenderedBytes, MaxTemplateWork, and what
+// template functions may return) and before the deadline lim sets: it stops as soon as
+// one is passed. The error names the parameter set that failed.
+func Render(ctx context.Context, set *convergev1.SyncTargetSet, params []Params, lim Limits) ([]Rendered, error) {
 	spec, err := decodeSpec(set.Spec.Template.Spec.Raw)
 	if err != nil {
 		return nil, err
 	}
+	b := newBudget(ctx, lim)
 	out := make([]Rendered, 0, len(params))
-	parsed := parsedTemplates{}
-	for _, p := range params {
-		r, err := renderOne(set, spec, p, parsed)
+	for i, p := range params {
+		r, err := renderOne(set, spec, b.renderer(p))
 		if err != nil {
 			return nil, fmt.Errorf("parameters %s: %w", p, err)
+		}
+		if i == 0 {
+			if err := checkWork(b.nodes, len(params)); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, r)
 	}
@@ -60,9 +68,7 @@ func decodeSpec(raw []byte) (map[string]any, error) {
 	return spec, nil
 }
 
-func renderOne(set *convergev1.SyncTargetSet, spec map[string]any, p Params, parsed parsedTemplates) (Rendered, error) {
-	r := newRenderer(p)
-	r.parsed = parsed
+func renderOne(set *convergev1.SyncTargetSet, spec map[string]any, r *renderer) (Rendered, error) {
 	meta := set.Spec.Template.Metadata
 	name, err := r.render(meta.Name)
 	if err != nil {
@@ -84,7 +90,7 @@ func renderOne(set *convergev1.SyncTargetSet, spec map[string]any, p Params, par
 		labels = map[string]string{}
 	}
 	labels[convergev1.SetLabel] = set.Name
-	out := Rendered{Params: p, Name: name, Labels: labels, Annotations: annotations,
+	out := Rendered{Params: r.params, Name: name, Labels: labels, Annotations: annotations,
 		Spec: renderedSpec.(map[string]any)}
 	out.Hash = out.hash()
 	return out, nil
@@ -97,6 +103,9 @@ func (r *renderer) renderMap(field string, m map[string]string) (map[string]stri
 	}
 	out := make(map[string]string, len(m))
 	for k, v := range m {
+		if err := r.spend(len(k) + 4); err != nil {
+			return nil, fmt.Errorf("%s[%s]: %w", field, k, err)
+		}
 		s, err := r.render(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s[%s]: %w", field, k, err)
@@ -106,7 +115,8 @@ func (r *renderer) renderMap(field string, m map[string]string) (map[string]stri
 	return out, nil
 }
 
-// renderValue renders every string of a JSON value; keys are not templated.
+// renderValue renders every string of a JSON value; keys are not templated. Keys and
+// other values count against the bounds as their JSON text.
 func (r *renderer) renderValue(field string, v any) (any, error) {
 	switch v := v.(type) {
 	case string:
@@ -118,6 +128,9 @@ func (r *renderer) renderValue(field string, v any) (any, error) {
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, e := range v {
+			if err := r.spend(len(k) + 4); err != nil {
+				return nil, fmt.Errorf("%s: %w", field, err)
+			}
 			x, err := r.renderValue(field+"."+k, e)
 			if err != nil {
 				return nil, err
@@ -128,6 +141,9 @@ func (r *renderer) renderValue(field string, v any) (any, error) {
 	case []any:
 		out := make([]any, len(v))
 		for i, e := range v {
+			if err := r.spend(1); err != nil {
+				return nil, fmt.Errorf("%s: %w", field, err)
+			}
 			x, err := r.renderValue(fmt.Sprintf("%s[%d]", field, i), e)
 			if err != nil {
 				return nil, err
@@ -136,7 +152,23 @@ func (r *renderer) renderValue(field string, v any) (any, error) {
 		}
 		return out, nil
 	}
+	if err := r.spend(scalarSize(v) + 1); err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
 	return v, nil
+}
+
+// scalarSize is the length of a JSON number, boolean or null.
+func scalarSize(v any) int {
+	switch v := v.(type) {
+	case json.Number:
+		return len(v)
+	case bool:
+		return 5
+	case nil:
+		return 4
+	}
+	return len(fmt.Sprint(v))
 }
 
 // hash is a digest of what the set writes to the SyncTarget (encoding/json sorts map keys).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -17,11 +18,15 @@ import (
 const maxMessage = 4096
 
 // fail reports a set that could not be generated or rendered: Ready=False with reason, and
-// Stalled for a template that cannot render until the set changes. Its targets are kept.
+// Stalled for a template that cannot render until the set changes; SourceVerified=False
+// for a Git source none of whose revisions verified. Its targets are kept.
 func (r *Reconciler) fail(ctx context.Context, set *convergev1.SyncTargetSet, reason string, cause error) error {
 	orig := set.DeepCopy()
 	msg := cause.Error()
 	setCondition(set, convergev1.ReadyCondition, metav1.ConditionFalse, reason, msg)
+	if reason == convergev1.VerificationFailedReason {
+		setCondition(set, convergev1.SourceVerifiedCondition, metav1.ConditionFalse, reason, msg)
+	}
 	if reason == convergev1.TemplateInvalidReason {
 		setCondition(set, convergev1.StalledCondition, metav1.ConditionTrue, reason, msg)
 	} else {
@@ -41,8 +46,9 @@ func (r *Reconciler) patchStatus(ctx context.Context, orig, set *convergev1.Sync
 	return r.Client.Status().Patch(ctx, set, client.MergeFrom(orig))
 }
 
-// report writes the targets, the current step and the conditions the plan leads to.
-func (r *Reconciler) report(ctx context.Context, set *convergev1.SyncTargetSet, targets []*Target, p Plan) error {
+// report writes the targets, the current step and the conditions the plan and the
+// verification of the generators' sources lead to.
+func (r *Reconciler) report(ctx context.Context, set *convergev1.SyncTargetSet, targets []*Target, p Plan, gen Generated) error {
 	orig := set.DeepCopy()
 	set.Status.Targets = generatedTargets(targets, p)
 	set.Status.CurrentStep = int32(p.CurrentStep)
@@ -66,7 +72,28 @@ func (r *Reconciler) report(ctx context.Context, set *convergev1.SyncTargetSet, 
 		setCondition(set, convergev1.ReadyCondition, metav1.ConditionTrue, convergev1.SucceededReason, msg)
 		apimeta.RemoveStatusCondition(&set.Status.Conditions, convergev1.ReconcilingCondition)
 	}
+	reportVerification(set, gen, p.Failed != nil)
 	return r.patchStatus(ctx, orig, set)
+}
+
+// reportVerification sets SourceVerified when a gitDirectories source has verify: False
+// when its current revision did not verify (the set then generates from the last one that
+// did, and is not Ready, unless a failed rollout says more), True naming the signers when
+// it did. Without verify, there is no such condition.
+func reportVerification(set *convergev1.SyncTargetSet, gen Generated, rolloutFailed bool) {
+	switch {
+	case len(gen.Refused) > 0:
+		msg := strings.Join(gen.Refused, "; ")
+		setCondition(set, convergev1.SourceVerifiedCondition, metav1.ConditionFalse, convergev1.VerificationFailedReason, msg)
+		if !rolloutFailed {
+			setCondition(set, convergev1.ReadyCondition, metav1.ConditionFalse, convergev1.VerificationFailedReason, msg)
+		}
+	case len(gen.Verified) > 0:
+		setCondition(set, convergev1.SourceVerifiedCondition, metav1.ConditionTrue, convergev1.SucceededReason,
+			strings.Join(gen.Verified, "; "))
+	default:
+		apimeta.RemoveStatusCondition(&set.Status.Conditions, convergev1.SourceVerifiedCondition)
+	}
 }
 
 func progress(targets []*Target, p Plan) string {

@@ -9,9 +9,6 @@ import (
 	"text/template/parse"
 )
 
-// MaxRenderedBytes caps what the strings of one rendered SyncTarget may add up to.
-const MaxRenderedBytes = 1 << 20
-
 // Params is one parameter set: parameter name → value.
 type Params map[string]string
 
@@ -89,39 +86,47 @@ func refused(name string) func(...any) (string, error) {
 	}
 }
 
-// funcs are the functions a template may call: these, and the built-ins index, len, not,
-// and, or, eq, ne, lt, le, gt and ge. The other built-ins (call, print, printf, println,
-// html, js, urlquery, slice) are refused.
-var funcs = template.FuncMap{
-	"lower":      func(s any) string { return strings.ToLower(str(s)) },
-	"upper":      func(s any) string { return strings.ToUpper(str(s)) },
-	"trimPrefix": func(prefix string, s any) string { return strings.TrimPrefix(str(s), prefix) },
-	"trimSuffix": func(suffix string, s any) string { return strings.TrimSuffix(str(s), suffix) },
-	"replace":    func(old, replacement string, s any) (string, error) { return replace(old, replacement, str(s)) },
-	"trunc":      func(n int, s any) string { return trunc(n, str(s)) },
-	"default":    defaultValue,
-	"eq":         func(a any, bs ...any) bool { return equal(a, bs...) },
-	"ne":         func(a, b any) bool { return !equal(a, b) },
-	"call":       refused("call"),
-	"print":      refused("print"),
-	"printf":     refused("printf"),
-	"println":    refused("println"),
-	"html":       refused("html"),
-	"js":         refused("js"),
-	"urlquery":   refused("urlquery"),
-	"slice":      refused("slice"),
+// funcs are the functions a template may call, each answering to the render's budget b:
+// these, and the built-ins index, len, not, and and or. The other built-ins (call, print,
+// printf, println, html, js, urlquery, slice) are refused; eq, ne, lt, le, gt and ge are
+// ours, so that what they compare is counted.
+func (b *budget) funcs() template.FuncMap {
+	return template.FuncMap{
+		"lower":      b.unary("lower", strings.ToLower),
+		"upper":      b.unary("upper", strings.ToUpper),
+		"trimPrefix": b.binary("trimPrefix", func(prefix, s string) string { return strings.TrimPrefix(s, prefix) }),
+		"trimSuffix": b.binary("trimSuffix", func(suffix, s string) string { return strings.TrimSuffix(s, suffix) }),
+		"default":    b.binary("default", defaultValue),
+		"replace":    b.replace,
+		"trunc":      b.trunc,
+		"eq":         b.eq,
+		"ne":         func(x, y any) (bool, error) { eq, err := b.eq(x, y); return !eq, err },
+		"lt":         b.order("lt", func(c int) bool { return c < 0 }),
+		"le":         b.order("le", func(c int) bool { return c <= 0 }),
+		"gt":         b.order("gt", func(c int) bool { return c > 0 }),
+		"ge":         b.order("ge", func(c int) bool { return c >= 0 }),
+		"call":       refused("call"),
+		"print":      refused("print"),
+		"printf":     refused("printf"),
+		"println":    refused("println"),
+		"html":       refused("html"),
+		"js":         refused("js"),
+		"urlquery":   refused("urlquery"),
+		"slice":      refused("slice"),
+	}
 }
 
-// replace is strings.ReplaceAll(s, old, new) that refuses to grow past MaxRenderedBytes.
+// replace is strings.ReplaceAll(s, old, new) that refuses, before it builds it, a result
+// larger than one rendered SyncTarget may be.
 func replace(old, replacement, s string) (string, error) {
-	if old != "" && len(replacement) > len(old) {
-		grow := strings.Count(s, old) * (len(replacement) - len(old))
-		if len(s)+grow > MaxRenderedBytes {
-			return "", fmt.Errorf("replace: the result would exceed %d bytes", MaxRenderedBytes)
-		}
-	}
 	if old == "" {
 		return "", errors.New("replace: the string to replace is empty")
+	}
+	if len(replacement) > len(old) {
+		grow := strings.Count(s, old) * (len(replacement) - len(old))
+		if len(s)+grow > MaxRenderedBytes {
+			return "", &boundError{fmt.Sprintf("replace: the result would exceed %d bytes", MaxRenderedBytes)}
+		}
 	}
 	return strings.ReplaceAll(s, old, replacement), nil
 }
@@ -134,12 +139,19 @@ func trunc(n int, s string) string {
 	return s[:n]
 }
 
-// str is a parameter's value as a string (a node's own value).
-func str(v any) string { return fmt.Sprint(plain(v)) }
+// str is a parameter's value as a string (a node's own value); a string is not copied.
+func str(v any) string {
+	switch v := plain(v).(type) {
+	case string:
+		return v
+	default:
+		return fmt.Sprint(v)
+	}
+}
 
-// defaultValue is v, or def when v is empty.
-func defaultValue(def string, v any) string {
-	if s := str(v); s != "" {
+// defaultValue is s, or def when s is empty.
+func defaultValue(def, s string) string {
+	if s != "" {
 		return s
 	}
 	return def
@@ -163,142 +175,218 @@ func equal(a any, bs ...any) bool {
 	return false
 }
 
-// renderer renders the strings of one SyncTarget from one parameter set, within a byte
-// budget shared by all of them.
+// compare orders a and b, both strings or both numbers, as the built-in lt does.
+func compare(a, b any) (int, error) {
+	a, b = plain(a), plain(b)
+	if x, ok := a.(string); ok {
+		if y, ok := b.(string); ok {
+			return strings.Compare(x, y), nil
+		}
+	}
+	x, okA := number(a)
+	y, okB := number(b)
+	if !okA || !okB {
+		return 0, fmt.Errorf("incompatible types for comparison: %T and %T", a, b)
+	}
+	switch {
+	case x < y:
+		return -1, nil
+	case x > y:
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// number is v as a float64 when it is a number (a template's constants are int or float64,
+// len's result an int).
+func number(v any) (float64, bool) {
+	switch v := v.(type) {
+	case int:
+		return float64(v), true
+	case float64:
+		return v, true
+	}
+	return 0, false
+}
+
+// renderer renders the strings of one SyncTarget from one parameter set, within the bound
+// of one SyncTarget (left) and the budget of the set's render (b).
 type renderer struct {
+	params Params
 	data   node
-	budget int
-	// parsed, when set, keeps the templates parsed for the other parameter sets.
-	parsed parsedTemplates
+	left   int
+	b      *budget
 }
 
-func newRenderer(p Params) *renderer {
-	return &renderer{data: p.data(), budget: MaxRenderedBytes}
+func (b *budget) renderer(p Params) *renderer {
+	return &renderer{params: p, data: p.data(), left: MaxRenderedBytes, b: b}
 }
 
-// parsedTemplates keeps every template string of a set parsed once for all its parameter
-// sets: parsing a template costs more than executing it. Its size is that of the set's
-// template.
-type parsedTemplates map[string]parsedTemplate
-
+// parsedTemplate is a template string parsed, and how many nodes its run walks at most.
 type parsedTemplate struct {
-	t   *template.Template
-	err error
+	t     *template.Template
+	nodes int
+	err   error
 }
 
-// get parses s, or returns what it parsed before.
-func (p parsedTemplates) get(s string) (*template.Template, error) {
-	if c, ok := p[s]; ok {
-		return c.t, c.err
+// parse parses s, or returns what it parsed before: a set's template strings are parsed
+// once for all its parameter sets (parsing a template costs more than executing it).
+func (b *budget) parse(s string) (parsedTemplate, error) {
+	if c, ok := b.parsed[s]; ok {
+		return c, c.err
 	}
-	t, err := parseTemplate(s)
-	if p != nil {
-		p[s] = parsedTemplate{t: t, err: err}
+	c := parsedTemplate{}
+	c.t, c.err = template.New("").Option("missingkey=error").Funcs(b.funcs()).Parse(s)
+	if c.err == nil {
+		c.nodes, c.err = checkTree(c.t)
 	}
-	return t, err
-}
-
-func parseTemplate(s string) (*template.Template, error) {
-	t, err := template.New("").Option("missingkey=error").Funcs(funcs).Parse(s)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkTree(t); err != nil {
-		return nil, err
-	}
-	return t, nil
+	b.parsed[s] = c
+	return c, c.err
 }
 
 // render executes s as a template. A string without "{{" is returned as is.
 func (r *renderer) render(s string) (string, error) {
-	if !strings.Contains(s, "{{") {
-		return r.spend(s)
+	if err := r.b.check(); err != nil {
+		return "", err
 	}
-	t, err := r.parsed.get(s)
+	if !strings.Contains(s, "{{") {
+		return s, r.spend(len(s) + 2)
+	}
+	c, err := r.b.parse(s)
 	if err != nil {
 		return "", err
 	}
-	w := &cappedWriter{left: r.budget}
-	if err := t.Execute(w, r.data); err != nil {
+	r.b.nodes += c.nodes
+	w := &cappedWriter{r: r}
+	if err := c.t.Execute(w, r.data); err != nil {
 		return "", unwrapExec(err)
 	}
-	r.budget = w.left
-	return w.b.String(), nil
+	return w.b.String(), r.spend(2)
 }
 
-func (r *renderer) spend(s string) (string, error) {
-	if len(s) > r.budget {
-		return "", errTooLarge
+// spend counts n bytes of the SyncTarget against its bound and the set's.
+func (r *renderer) spend(n int) error {
+	if n > r.left {
+		return errTargetTooLarge
 	}
-	r.budget -= len(s)
-	return s, nil
+	if n > r.b.bytes {
+		return errSetTooLarge
+	}
+	r.left -= n
+	r.b.bytes -= n
+	return nil
 }
 
-var errTooLarge = fmt.Errorf("the rendered SyncTarget exceeds %d bytes", MaxRenderedBytes)
-
-// unwrapExec keeps the cap's error recognisable through text/template's wrapping.
+// unwrapExec keeps the bounds' errors recognisable, and short, through text/template's
+// wrapping.
 func unwrapExec(err error) error {
-	if errors.Is(err, errTooLarge) {
-		return errTooLarge
+	var bound *boundError
+	if errors.As(err, &bound) {
+		return bound
 	}
 	return err
 }
 
-// cappedWriter fails once more than left bytes are written.
+// cappedWriter is what a template writes to: it fails as soon as the bounds of the
+// SyncTarget or of the set would be passed, or the render's deadline has, before it keeps
+// a byte more.
 type cappedWriter struct {
-	b    strings.Builder
-	left int
+	b strings.Builder
+	r *renderer
 }
 
 func (w *cappedWriter) Write(p []byte) (int, error) {
-	if len(p) > w.left {
-		return 0, errTooLarge
+	if err := w.r.b.check(); err != nil {
+		return 0, err
 	}
-	w.left -= len(p)
+	if err := w.r.spend(len(p)); err != nil {
+		return 0, err
+	}
 	return w.b.Write(p)
 }
 
 // checkTree refuses what could make a template's run longer than its text: range loops,
 // and template, define and block actions (other templates). The rest (if, with, else,
-// pipelines) runs each node at most once.
-func checkTree(t *template.Template) error {
+// pipelines) runs each node at most once: it returns how many nodes there are.
+func checkTree(t *template.Template) (int, error) {
 	if len(t.Templates()) > 1 {
-		return errors.New("define and block are not allowed in a SyncTargetSet template")
+		return 0, errors.New("define and block are not allowed in a SyncTargetSet template")
 	}
 	return checkNode(t.Root)
 }
 
-func checkNode(n parse.Node) error {
+func checkNode(n parse.Node) (int, error) {
 	switch n := n.(type) {
 	case nil:
-		return nil
+		return 0, nil
 	case *parse.ListNode:
-		if n == nil {
-			return nil
-		}
-		for _, c := range n.Nodes {
-			if err := checkNode(c); err != nil {
-				return err
-			}
-		}
+		return checkList(n)
 	case *parse.RangeNode:
-		return errors.New("range is not allowed in a SyncTargetSet template")
+		return 0, errors.New("range is not allowed in a SyncTargetSet template")
 	case *parse.TemplateNode:
-		return errors.New("template is not allowed in a SyncTargetSet template")
+		return 0, errors.New("template is not allowed in a SyncTargetSet template")
 	case *parse.IfNode:
 		return checkBranch(&n.BranchNode)
 	case *parse.WithNode:
 		return checkBranch(&n.BranchNode)
+	case *parse.ActionNode:
+		return 1 + pipeNodes(n.Pipe), nil
 	}
-	return nil
+	return 1, nil
 }
 
-func checkBranch(b *parse.BranchNode) error {
-	if err := checkNode(b.List); err != nil {
-		return err
+func checkList(l *parse.ListNode) (int, error) {
+	if l == nil {
+		return 0, nil
 	}
-	if b.ElseList == nil {
-		return nil
+	total := 1
+	for _, c := range l.Nodes {
+		n, err := checkNode(c)
+		if err != nil {
+			return 0, err
+		}
+		total += n
 	}
-	return checkNode(b.ElseList)
+	return total, nil
+}
+
+func checkBranch(b *parse.BranchNode) (int, error) {
+	n, err := checkList(b.List)
+	if err != nil {
+		return 0, err
+	}
+	m, err := checkList(b.ElseList)
+	if err != nil {
+		return 0, err
+	}
+	return 1 + pipeNodes(b.Pipe) + n + m, nil
+}
+
+// pipeNodes counts the commands, arguments and field names of a pipeline.
+func pipeNodes(p *parse.PipeNode) int {
+	if p == nil {
+		return 0
+	}
+	n := 1 + len(p.Decl)
+	for _, c := range p.Cmds {
+		n++
+		for _, arg := range c.Args {
+			n += argNodes(arg)
+		}
+	}
+	return n
+}
+
+func argNodes(arg parse.Node) int {
+	switch a := arg.(type) {
+	case *parse.PipeNode:
+		return pipeNodes(a)
+	case *parse.FieldNode:
+		return len(a.Ident)
+	case *parse.VariableNode:
+		return len(a.Ident)
+	case *parse.ChainNode:
+		return argNodes(a.Node) + len(a.Field)
+	}
+	return 1
 }

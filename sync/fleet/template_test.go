@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 
 func renderString(t *testing.T, p Params, s string) (string, error) {
 	t.Helper()
-	return newRenderer(p).render(s)
+	return newBudget(context.Background(), Limits{}).renderer(p).render(s)
 }
 
 func TestTemplateParameters(t *testing.T) {
@@ -22,17 +23,20 @@ func TestTemplateParameters(t *testing.T) {
 	p := Params{"name": "prod", "path": "apps/web", "path.basename": "web", "path.segment0": "apps",
 		"labels.app.kubernetes.io/name": "web"}
 	for tmpl, want := range map[string]string{
-		"{{ .name }}-apps":                               "prod-apps",
-		"{{ .path.basename }}":                           "web",
-		`{{ index . "path.basename" }}`:                  "web",
-		"{{ .path }}":                                    "apps/web",
-		"{{ .path.segment0 }}/{{ .path.basename }}":      "apps/web",
-		`{{ index . "labels.app.kubernetes.io/name" }}`:  "web",
-		`{{ if eq .path "apps/web" }}yes{{ end }}`:       "yes",
-		`{{ replace "/" "-" .path | upper }}`:            "APPS-WEB",
-		`{{ trunc 2 .name }}{{ default "x" .path }}`:     "prapps/web",
-		`{{ with .name }}{{ . }}{{ else }}none{{ end }}`: "prod",
-		"no template here":                               "no template here",
+		"{{ .name }}-apps":                                              "prod-apps",
+		"{{ .path.basename }}":                                          "web",
+		`{{ index . "path.basename" }}`:                                 "web",
+		"{{ .path }}":                                                   "apps/web",
+		"{{ .path.segment0 }}/{{ .path.basename }}":                     "apps/web",
+		`{{ index . "labels.app.kubernetes.io/name" }}`:                 "web",
+		`{{ if eq .path "apps/web" }}yes{{ end }}`:                      "yes",
+		`{{ replace "/" "-" .path | upper }}`:                           "APPS-WEB",
+		`{{ trunc 2 .name }}{{ default "x" .path }}`:                    "prapps/web",
+		`{{ with .name }}{{ . }}{{ else }}none{{ end }}`:                "prod",
+		"no template here":                                              "no template here",
+		`{{ if and (lt .name "z") (ge .name "prod") }}y{{ end }}`:       "y",
+		`{{ if gt (len .name) 3 }}long{{ end }}`:                        "long",
+		`{{ if ne .path.segment0 "web" }}{{ .path.segment0 }}{{ end }}`: "apps",
 	} {
 		got, err := renderString(t, p, tmpl)
 		g.Expect(err).NotTo(HaveOccurred(), tmpl)
@@ -51,6 +55,8 @@ func TestTemplateRefusals(t *testing.T) {
 		`{{ call .name }}`:                         `function "call" is not allowed`,
 		`{{ env "HOME" }}`:                         `function "env" not defined`,
 		`{{ range $k, $v := . }}{{ $k }}{{ end }}`: "range is not allowed",
+		`{{ range 1000000000 }}x{{ end }}`:         "range is not allowed",
+		`{{ if lt .name 3 }}{{ end }}`:             "incompatible types for comparison: string and int",
 		`{{ define "x" }}a{{ end }}{{ .name }}`:    "define and block are not allowed",
 		`{{ template "x" }}`:                       "template is not allowed",
 		`{{ .name `:                                "unclosed action",
@@ -67,14 +73,14 @@ func TestTemplateOutputCap(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("would exceed")))
 
 	// The budget is shared by every string of one SyncTarget.
-	r := newRenderer(Params{"big": big})
+	r := newBudget(context.Background(), Limits{}).renderer(Params{"big": big})
 	var err2 error
 	for range 17 {
 		if _, err2 = r.render("{{ .big }}"); err2 != nil {
 			break
 		}
 	}
-	g.Expect(err2).To(MatchError(errTooLarge))
+	g.Expect(err2).To(MatchError(errTargetTooLarge))
 }
 
 func testSet(spec string, meta convergev1.SyncTargetTemplateMeta) *convergev1.SyncTargetSet {
@@ -93,7 +99,7 @@ func TestRenderSpecAndMetadata(t *testing.T) {
 	g := NewWithT(t)
 	set := testSet(validSpec, convergev1.SyncTargetTemplateMeta{Name: "{{ .path.basename }}",
 		Labels: map[string]string{"{{ .keys }}": "{{ .repo }}"}, Annotations: map[string]string{"a": "{{ .path }}"}})
-	out, err := Render(set, []Params{{"repo": "apps", "path": "envs/prod", "path.basename": "prod", "keys": "k"}})
+	out, err := Render(context.Background(), set, []Params{{"repo": "apps", "path": "envs/prod", "path.basename": "prod", "keys": "k"}}, Limits{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(HaveLen(1))
 	r := out[0]
@@ -112,7 +118,7 @@ func TestRenderSpecAndMetadata(t *testing.T) {
 	g.Expect(st.Annotations).To(HaveKeyWithValue(TemplateHashAnnotation, r.Hash))
 	g.Expect(r.Validate("team")).To(Succeed())
 
-	again, err := Render(set, []Params{{"repo": "apps", "path": "envs/prod", "path.basename": "prod", "keys": "k"}})
+	again, err := Render(context.Background(), set, []Params{{"repo": "apps", "path": "envs/prod", "path.basename": "prod", "keys": "k"}}, Limits{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(again[0].Hash).To(Equal(r.Hash), "the hash is stable")
 }
@@ -120,7 +126,7 @@ func TestRenderSpecAndMetadata(t *testing.T) {
 func TestRenderErrorNamesTheParameters(t *testing.T) {
 	g := NewWithT(t)
 	set := testSet(`{"path": "{{ .dir }}"}`, convergev1.SyncTargetTemplateMeta{Name: "x"})
-	_, err := Render(set, []Params{{"path": "a"}})
+	_, err := Render(context.Background(), set, []Params{{"path": "a"}}, Limits{})
 	g.Expect(err).To(MatchError(And(ContainSubstring(`parameters {path="a"}`), ContainSubstring("spec.path"),
 		ContainSubstring(`no entry for key "dir"`))))
 }
@@ -128,7 +134,7 @@ func TestRenderErrorNamesTheParameters(t *testing.T) {
 func TestValidateRefusals(t *testing.T) {
 	g := NewWithT(t)
 	render := func(spec, name string) Rendered {
-		out, err := Render(testSet(spec, convergev1.SyncTargetTemplateMeta{Name: name}), []Params{{"n": "Not_A_Name", "repo": "r", "path": "p"}})
+		out, err := Render(context.Background(), testSet(spec, convergev1.SyncTargetTemplateMeta{Name: name}), []Params{{"n": "Not_A_Name", "repo": "r", "path": "p"}}, Limits{})
 		g.Expect(err).NotTo(HaveOccurred())
 		return out[0]
 	}
