@@ -30,7 +30,8 @@ type hostileChart struct {
 
 // Scenario 54: charts whose templates would take a process down — a recursion through tpl
 // (written in the chart, or reached through values alone), memory that doubles per line,
-// two loops calling no function — each fail only their own SyncTarget with a clear reason,
+// output that doubles per define, two loops calling no function — each fail only their own
+// SyncTarget with a clear reason,
 // while a benign chart of another namespace keeps deploying in its usual time; the
 // daemon's process never restarts and its peak RSS stays under 300 MiB.
 func TestHostileTemplatesCostOnlyTheirOwnSyncTarget(t *testing.T) {
@@ -60,6 +61,7 @@ func TestHostileTemplatesCostOnlyTheirOwnSyncTarget(t *testing.T) {
 			{"tpl", testcharts.TplRecursion("tpl"), "", recursion},
 			{"tpl-values", chart, values, recursion},
 			{"lists", testcharts.ListDoubling("lists", 24), "", "failed: render used more than 256 MiB of memory; its worker was stopped$"},
+			{"includes", testcharts.IncludeDoubling("includes", 22), "", "failed: render exceeded 15s$"},
 			{"spin-1", testcharts.NestedRange("spin"), "", "failed: render exceeded 15s$"},
 			{"spin-2", testcharts.NestedRange("spin"), "", "failed: render exceeded 15s$"},
 		}
@@ -69,6 +71,7 @@ func TestHostileTemplatesCostOnlyTheirOwnSyncTarget(t *testing.T) {
 			r.commit(prefixed("deploy/", h.files))
 			sts = append(sts, s.hostileTarget(h.name, s.ns, r, h.values))
 		}
+		set := s.hostileSet(g, benign)
 
 		// While the hostile renders run, the benign chart deploys each of its commits.
 		for i := range 3 {
@@ -89,6 +92,12 @@ func TestHostileTemplatesCostOnlyTheirOwnSyncTarget(t *testing.T) {
 				g.Expect(c.Message).To(MatchRegexp(h.want), h.name)
 			})
 		}
+		g.Eventually(func(g Gomega) {
+			c := setReady(getSet(g, set))
+			g.Expect(c.Reason).To(Equal(convergev1.TemplateInvalidReason), c.Message)
+			g.Expect(c.Message).To(ContainSubstring("the result would exceed 262144 bytes"))
+		}).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+		g.Expect(generatedNames(g, s.ns, set.Name)).To(BeEmpty(), "the hostile set wrote a SyncTarget")
 		cmd, _ = d.process()
 		g.Expect(cmd.Process.Pid).To(Equal(pid), "the daemon was restarted")
 		g.Expect(d.exited()).To(BeFalse(), "the daemon exited")
@@ -161,4 +170,35 @@ func peakRSS(g Gomega, pid int) int64 {
 	}
 	g.Expect("VmHWM").To(BeEmpty(), "no VmHWM in /proc/%d/status", pid)
 	return 0
+}
+
+// hostileSet is a SyncTargetSet of 1000 parameter sets (a matrix of 25 × 40 list elements)
+// whose template, under 2 KiB, nests replace to grow each SyncTarget's path to 960 KiB:
+// about 1 GiB for the set, were its render not bounded.
+func (s *scenario) hostileSet(g Gomega, r *repo) *convergev1.SyncTargetSet {
+	var as, bs []map[string]string
+	for i := range 25 {
+		as = append(as, map[string]string{"a": fmt.Sprint(i)})
+	}
+	for i := range 40 {
+		bs = append(bs, map[string]string{"b": fmt.Sprint(i)})
+	}
+	path := strconv.Quote(strings.Repeat("x", 15))
+	for range 4 { // 15 × 16⁴ bytes
+		path = fmt.Sprintf(`(replace "x" "%s" %s)`, strings.Repeat("x", 16), path)
+	}
+	set := &convergev1.SyncTargetSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "replaces", Namespace: s.ns, Labels: map[string]string{shardLabel: "hostile"}},
+		Spec: convergev1.SyncTargetSetSpec{
+			Generators: []convergev1.Generator{{Matrix: &convergev1.MatrixGenerator{Generators: []convergev1.BaseGenerator{
+				{List: &convergev1.ListGenerator{Elements: as}}, {List: &convergev1.ListGenerator{Elements: bs}}}}}},
+			Template: convergev1.SyncTargetTemplate{
+				Metadata: convergev1.SyncTargetTemplateMeta{Name: "t-{{ .a }}-{{ .b }}"},
+				Spec:     fleetSpec(g, r, map[string]any{"path": "{{ " + path[1:len(path)-1] + " }}"}),
+			},
+		},
+	}
+	s.create(set)
+	s.t.Cleanup(func() { _ = suite.k8s.Delete(context.Background(), set) })
+	return set
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // TestServeRenderFlags: --max-concurrent-per-namespace defaults to no cap (the
-// multi-tenant install sets one), and unusable values of it and of --render-timeout
-// are refused before anything starts.
+// multi-tenant install sets one), and unusable values of it, of --render-timeout and of
+// the render workers' flags are refused before anything starts.
 func TestServeRenderFlags(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
@@ -33,6 +33,10 @@ func TestServeRenderFlags(t *testing.T) {
 	}{
 		{[]string{"serve", "--render-timeout", "0"}, "--render-timeout must be positive"},
 		{[]string{"serve", "--max-concurrent-per-namespace", "-1"}, "--max-concurrent-per-namespace must not be negative"},
+		{[]string{"serve", "--render-workers", "0"}, "--render-workers must be at least 1"},
+		{[]string{"serve", "--render-workers-per-namespace", "-1"}, "--render-workers-per-namespace must not be negative"},
+		{[]string{"serve", "--render-memory-limit", "lots"}, `--render-memory-limit must be a quantity of at least 64Mi, got "lots"`},
+		{[]string{"serve", "--render-memory-limit", "16Mi"}, `--render-memory-limit must be a quantity of at least 64Mi, got "16Mi"`},
 	} {
 		g := NewWithT(t)
 		// The real binary: serve sets up a signal handler, which a process may do once.

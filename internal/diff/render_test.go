@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
+	"github.com/converge-gitops/converge/internal/testcharts"
 	"github.com/converge-gitops/converge/sync/render"
 )
 
@@ -127,4 +129,31 @@ func TestRenderIsConfinedToTheWorkTree(t *testing.T) {
 	var rerr *render.Error
 	g.Expect(errors.As(err, &rerr)).To(BeTrue(), "got %v", err)
 	g.Expect(err).To(MatchError(render.ErrOutsideRoot))
+}
+
+// TestRenderOfAHostileChartEndsInItsWorker: converge diff and build render a pull
+// request's chart, as hostile as the daemon's, through the same boundary: a recursion that
+// would abort a process and a loop that never ends each fail with a clear error, and the
+// process that asked goes on.
+func TestRenderOfAHostileChartEndsInItsWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts render workers that run to their bounds")
+	}
+	for name, c := range map[string]struct {
+		files map[string]string
+		want  string
+	}{
+		"tpl recursion": {testcharts.TplRecursion("tpl"), "^render (recursed past its stack bound|used more than 512 MiB of memory)"},
+		"endless loop":  {testcharts.NestedRange("spin"), "^render exceeded 3s$"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			root := t.TempDir()
+			writeTree(t, filepath.Join(root, "chart"), c.files)
+			_, err := Render(context.Background(), nil, RenderOptions{Root: root, Path: "chart", Timeout: 3 * time.Second,
+				Helm: &render.HelmOptions{ReleaseName: "pr", Namespace: "default"}})
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(MatchRegexp(c.want))
+		})
+	}
 }

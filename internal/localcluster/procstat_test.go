@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -27,11 +28,16 @@ func TestProcStat(t *testing.T) {
 		_ = cmd.Wait()
 	})
 
-	comm, fields, err := localcluster.ProcStat(cmd.Process.Pid)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(comm).To(Equal("a) b (c"))
+	// Until the child has exec'd, its command name is still this test binary's.
+	var fields []string
+	g.Eventually(func(g Gomega) string {
+		comm, f, err := localcluster.ProcStat(cmd.Process.Pid)
+		g.Expect(err).NotTo(HaveOccurred())
+		fields = f
+		return comm
+	}).WithTimeout(10 * time.Second).WithPolling(5 * time.Millisecond).Should(Equal("a) b (c"))
 	g.Expect(len(fields)).To(BeNumerically(">=", 20))
-	g.Expect(fields[0]).To(BeElementOf("R", "S"))
+	g.Expect(fields[0]).To(BeElementOf("R", "S", "D"))
 	g.Expect(fields[1]).To(Equal(strconv.Itoa(os.Getpid())))
 
 	g.Expect(cmd.Process.Kill()).To(Succeed())

@@ -20,4 +20,12 @@
 //
 // Render reads the shared, read-only checkout in place: no copy or unpack per call,
 // and kustomize's OpenAPI schema is parsed once per process.
+//
+// What a template does cannot all be bounded inside Helm's engine (a recursion through
+// tpl, output built by include, a loop calling no function), so the daemon and the CLI
+// never call Render in their own process: a Pool runs it in worker processes of the same
+// executable (pool.go, workerproc.go, worker.go; the protocol in wire.go), each bounded in
+// resident memory, stack depth, address space, cores and time and killed past them, a share
+// of the workers per tenant. A killed or crashed worker is an *Error of class
+// ErrRenderWorker (or ErrRenderTimeout) for that render alone.
 package render
