@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/converge-gitops/converge/internal/netguard"
 	"github.com/converge-gitops/converge/sources"
 )
 
@@ -35,49 +36,19 @@ func (e *AddressRefusedError) Unwrap() error { return sources.ErrInvalidSource }
 // allowHint ends the error of an address refused unless AllowLoopback.
 const allowHint = "; chart repositories there are refused unless the daemon runs with --allow-loopback-clusters"
 
-// cloudMetadata are the addresses of cloud metadata services outside the link-local
-// ranges: the node's credentials are handed out there too.
-var cloudMetadata = []struct {
-	addr  netip.Addr
-	cloud string
-}{
-	{netip.MustParseAddr("fd00:ec2::254"), "AWS IPv6"},
-	{netip.MustParseAddr("fd20:ce::254"), "GCP IPv6"},
-	{netip.MustParseAddr("fd00:c1::a9fe:a9fe"), "Oracle Cloud IPv6"},
-	{netip.MustParseAddr("100.100.100.200"), "Alibaba Cloud"},
-	{netip.MustParseAddr("168.63.129.16"), "Azure wireserver"},
-}
-
-// nat64Prefix is the well-known NAT64 prefix: an address in it reaches the IPv4 address of
-// its last four bytes.
-var nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
-
 // forbiddenAddress says why a chart repository may not be at addr (words that follow "it
 // is"), or "" when it may.
 func forbiddenAddress(addr netip.Addr) string {
-	addr = addr.Unmap().WithZone("")
-	if addr.Is6() && nat64Prefix.Contains(addr) {
-		b := addr.As16()
-		if why := forbiddenAddress(netip.AddrFrom4([4]byte(b[12:]))); why != "" {
+	addr = netguard.Normalize(addr)
+	if v4, ok := netguard.NAT64(addr); ok {
+		if why := forbiddenAddress(v4); why != "" {
 			return "the NAT64 form of " + why
 		}
 	}
-	for _, m := range cloudMetadata {
-		if m.addr == addr {
-			return "a link-local address of a cloud metadata service (" + m.cloud + ": where the node's credentials are handed out)"
-		}
+	if why := netguard.Metadata(addr); why != "" {
+		return why
 	}
-	switch {
-	case addr.IsLoopback():
-		return "a loopback address (the daemon's own host)"
-	case addr.IsLinkLocalUnicast():
-		return "a link-local address (where cloud metadata services hand out the node's credentials)"
-	case addr.IsUnspecified():
-		return "the unspecified address (the daemon's own host)"
-	case addr.IsMulticast():
-		return "a multicast address"
-	}
-	return ""
+	return netguard.Local(addr)
 }
 
 // checkAddress refuses an address the client may not connect to.

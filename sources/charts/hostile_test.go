@@ -188,15 +188,16 @@ func TestLoopbackRepositoriesAreRefused(t *testing.T) {
 	}
 }
 
-// TestForbiddenAddresses: loopback, link-local (cloud metadata), unspecified and multicast
-// addresses are refused, IPv4-mapped or not; others are not.
+// TestForbiddenAddresses: loopback, link-local, cloud metadata (link-local or not),
+// unspecified and multicast addresses are refused, IPv4-mapped or not; others are not.
 func TestForbiddenAddresses(t *testing.T) {
 	g := NewWithT(t)
 	for addr, why := range map[string]string{
 		"127.0.0.1": "loopback", "127.8.9.1": "loopback", "::1": "loopback", "::ffff:127.0.0.1": "loopback",
-		"169.254.169.254": "link-local", "fe80::1": "link-local", "fd00:ec2::254": "link-local", "::ffff:169.254.169.254": "link-local",
+		"169.254.169.254": "cloud metadata", "fe80::1": "link-local", "fd00:ec2::254": "cloud metadata", "::ffff:169.254.169.254": "cloud metadata",
+		"100.100.100.200": "cloud metadata", "169.254.1.1": "link-local",
 		"0.0.0.0": "unspecified", "::": "unspecified", "224.0.0.1": "multicast", "ff02::1": "multicast", "ff05::2": "multicast",
-		"64:ff9b::7f00:1": "NAT64 form of a loopback", "64:ff9b::a9fe:a9fe": "NAT64 form of a link-local",
+		"64:ff9b::7f00:1": "NAT64 form of a loopback", "64:ff9b::a9fe:a9fe": "NAT64 form of a cloud metadata", "64:ff9b::a9fe:101": "NAT64 form of a link-local",
 		"10.1.2.3": "", "192.168.1.1": "", "93.184.215.14": "", "2606:4700::1": "",
 	} {
 		got := forbiddenAddress(netip.MustParseAddr(addr))

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"syscall"
+
+	"github.com/converge-gitops/converge/internal/netguard"
 )
 
 // allowHint ends the error of an address refused unless loopback is allowed.
@@ -12,24 +14,6 @@ const allowHint = "; remote clusters there are refused unless the daemon runs wi
 
 // networksHint ends the error of an address outside the networks a daemon allows.
 const networksHint = "; the daemon confines remote clusters to --remote-cluster-cidrs"
-
-// metadataAddresses are the cloud metadata services (and the hosts' agents beside them)
-// that hand out a node's credentials or configuration: refused always, even where loopback
-// is allowed. Those at a link-local address are refused as link-local too.
-var metadataAddresses = map[netip.Addr]string{
-	netip.MustParseAddr("169.254.169.254"):    "AWS, GCP, Azure, OpenStack and most clouds",
-	netip.MustParseAddr("169.254.170.2"):      "AWS ECS task credentials",
-	netip.MustParseAddr("100.100.100.200"):    "Alibaba Cloud",
-	netip.MustParseAddr("168.63.129.16"):      "Azure wireserver",
-	netip.MustParseAddr("192.0.0.192"):        "Oracle Cloud@Customer",
-	netip.MustParseAddr("fd00:ec2::254"):      "AWS IPv6",
-	netip.MustParseAddr("fd20:ce::254"):       "GCP IPv6",
-	netip.MustParseAddr("fd00:c1::a9fe:a9fe"): "Oracle Cloud IPv6",
-}
-
-// nat64 is the well-known NAT64 prefix: an address in it reaches the IPv4 address of its
-// last four bytes.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 
 // addressPolicy says where a remote cluster may be.
 type addressPolicy struct {
@@ -43,13 +27,12 @@ type addressPolicy struct {
 // refuse says why addr may not be a remote cluster's, or "" when it may. Its words follow
 // "it is".
 func (p addressPolicy) refuse(addr netip.Addr) string {
-	addr = addr.Unmap().WithZone("")
+	addr = netguard.Normalize(addr)
 	if why := p.refuseHost(addr); why != "" {
 		return why
 	}
-	if addr.Is6() && nat64.Contains(addr) {
-		b := addr.As16()
-		if why := p.refuseHost(netip.AddrFrom4([4]byte(b[12:]))); why != "" {
+	if v4, ok := netguard.NAT64(addr); ok {
+		if why := p.refuseHost(v4); why != "" {
 			return "the NAT64 form of " + why
 		}
 	}
@@ -61,27 +44,11 @@ func (p addressPolicy) refuse(addr netip.Addr) string {
 
 // refuseHost says why addr, itself, may not be a remote cluster's.
 func (p addressPolicy) refuseHost(addr netip.Addr) string {
-	if cloud, ok := metadataAddresses[addr]; ok {
-		return fmt.Sprintf("a cloud metadata address (%s: where the cloud hands out the node's credentials)", cloud)
+	if why := netguard.Metadata(addr); why != "" {
+		return why
 	}
-	if why := forbiddenAddress(addr); why != "" && !p.allowLoopback {
+	if why := netguard.Local(addr); why != "" && !p.allowLoopback {
 		return why + allowHint
-	}
-	return ""
-}
-
-// forbiddenAddress says why addr may not be a remote cluster's unless loopback is allowed,
-// or "" when it may.
-func forbiddenAddress(addr netip.Addr) string {
-	switch {
-	case addr.IsLoopback():
-		return "a loopback address (the daemon's own host)"
-	case addr.IsLinkLocalUnicast():
-		return "a link-local address (where cloud metadata services hand out the node's credentials)"
-	case addr.IsUnspecified():
-		return "the unspecified address (the daemon's own host)"
-	case addr.IsMulticast():
-		return "a multicast address"
 	}
 	return ""
 }

@@ -30,7 +30,7 @@
 // own host. The cloud metadata services, which hand out the node's credentials, are refused
 // always, AllowLoopback or not, link-local or not (169.254.169.254, 100.100.100.200 of
 // Alibaba Cloud, 168.63.129.16 of Azure, fd00:ec2::254 of AWS, fd20:ce::254 of GCP and the
-// others of metadataAddresses), and so are their NAT64 forms (64:ff9b::/96). Other private
+// others of netguard's list), and so are their NAT64 forms (64:ff9b::/96). Other private
 // addresses are allowed, for that is where clusters are; Options.Networks (`converge serve
 // --remote-cluster-cidrs`) confines clusters to the networks an operator names. The
 // server's address is checked when the kubeconfig is parsed (a literal IP or "localhost")
