@@ -61,7 +61,9 @@ func TestHostileTemplatesCostOnlyTheirOwnSyncTarget(t *testing.T) {
 			{"tpl", testcharts.TplRecursion("tpl"), "", recursion},
 			{"tpl-values", chart, values, recursion},
 			{"lists", testcharts.ListDoubling("lists", 24), "", "failed: render used more than 256 MiB of memory; its worker was stopped$"},
-			{"includes", testcharts.IncludeDoubling("includes", 22), "", "failed: render exceeded 15s$"},
+			// Output doubling per define meets the deadline or, when the machine is slow and the
+			// output has grown by then, the memory bound: either stops it.
+			{"includes", testcharts.IncludeDoubling("includes", 22), "", "failed: render (exceeded 15s|used more than 256 MiB of memory; its worker was stopped)$"},
 			{"spin-1", testcharts.NestedRange("spin"), "", "failed: render exceeded 15s$"},
 			{"spin-2", testcharts.NestedRange("spin"), "", "failed: render exceeded 15s$"},
 		}
