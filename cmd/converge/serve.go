@@ -144,7 +144,7 @@ func (o *syncOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.renderWorkers, "render-workers", render.DefaultWorkers,
 		"render worker processes: renders run in them, each bounded by --render-memory-limit, --render-timeout and one core, so that a template costs only its own SyncTarget")
 	fs.IntVar(&o.renderPerNamespace, "render-workers-per-namespace", 0,
-		"render workers the SyncTargets of one namespace may hold at once (0: half of --render-workers, at least 1)")
+		"render workers the SyncTargets of one namespace are sure of (0: half of --render-workers, at least 1); a namespace may use more while no other waits, and gives them back after a second when another does")
 	fs.StringVar(&o.renderMemory, "render-memory-limit", "512Mi",
 		"memory one render worker may use while it renders (a quantity: 512Mi, 1Gi); past it the worker is killed and the render fails with BuildFailed")
 }

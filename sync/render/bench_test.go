@@ -62,44 +62,46 @@ func BenchmarkRender(b *testing.B) {
 	}
 }
 
-// BenchmarkChartRender renders ingress-nginx from its directory as the daemon does, in
+// BenchmarkChartRender renders podinfo and ingress-nginx from their directories as the daemon does, in
 // process and through a warm render worker: the worker's cost is the ratio of the two
 // (the request, the objects back as JSON, the worker's own GC).
 func BenchmarkChartRender(b *testing.B) {
-	root := b.TempDir()
-	dir, err := testcharts.CopyTo(root, testcharts.IngressNginx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	opts := Options{Root: root, Path: filepath.Base(dir), OwnerName: "ingress", OwnerNamespace: "ingress",
-		Helm: &HelmOptions{ReleaseName: "bench", Namespace: "ingress"}}
 	p, err := NewPool(PoolOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(p.Close)
-	for _, way := range []struct {
-		name   string
-		render func() (*Result, error)
-	}{
-		{"in-process", func() (*Result, error) { return Render(context.Background(), opts) }},
-		{"worker", func() (*Result, error) { return p.Render(context.Background(), "ingress", opts) }},
-	} {
-		b.Run(way.name, func(b *testing.B) {
-			if _, err := way.render(); err != nil { // warm: the worker started, schemas parsed
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				res, err := way.render()
-				if err != nil {
+	for _, chart := range []string{testcharts.Podinfo, testcharts.IngressNginx} {
+		root := b.TempDir()
+		dir, err := testcharts.CopyTo(root, chart)
+		if err != nil {
+			b.Fatal(err)
+		}
+		opts := Options{Root: root, Path: filepath.Base(dir), OwnerName: "bench", OwnerNamespace: "bench",
+			Helm: &HelmOptions{ReleaseName: "bench", Namespace: "bench"}}
+		for _, way := range []struct {
+			name   string
+			render func() (*Result, error)
+		}{
+			{"in-process", func() (*Result, error) { return Render(context.Background(), opts) }},
+			{"worker", func() (*Result, error) { return p.Render(context.Background(), "bench", opts) }},
+		} {
+			b.Run(chart+"/"+way.name, func(b *testing.B) {
+				if _, err := way.render(); err != nil { // warm: the worker started, schemas parsed
 					b.Fatal(err)
 				}
-				if len(res.Objects) == 0 {
-					b.Fatal("no objects")
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					res, err := way.render()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(res.Objects) == 0 {
+						b.Fatal("no objects")
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

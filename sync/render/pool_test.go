@@ -188,7 +188,7 @@ func heapInUse() int64 {
 }
 
 // TestPoolGivesEachTenantItsShare: while one tenant's renders spin to their deadline in
-// every worker it may hold, another tenant's render is served at once.
+// every worker, its share and one lent, another tenant's render is served within LendFor.
 func TestPoolGivesEachTenantItsShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts render workers that run to their deadline")
@@ -219,4 +219,77 @@ func TestPoolGivesEachTenantItsShare(t *testing.T) {
 	cancel()
 	g.Eventually(errs, 5*time.Second).Should(Receive(MatchError(context.Canceled)))
 	g.Eventually(errs, 5*time.Second).Should(Receive(MatchError(context.Canceled)))
+}
+
+// gatedChart is a chart whose render calls lookup, answered by the test: entered is told
+// of each render that reached it, and the render goes on once open is closed.
+func gatedChart(t *testing.T, entered chan<- string, open <-chan struct{}) Options {
+	o := hostileChart(t, map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: gated\nversion: 0.1.0\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: gated\ndata:\n  uid: {{ (lookup \"v1\" \"Namespace\" \"\" \"shop\").metadata.uid | quote }}\n",
+	}, "")
+	o.Helm.Lookup = func(ctx context.Context, _, _, _, name string) (map[string]any, error) {
+		entered <- name
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return map[string]any{"metadata": map[string]any{"uid": "u"}}, nil
+	}
+	return o
+}
+
+// renderTwiceAtOnce starts two renders of a gated chart for tenant and waits until both
+// are inside their templates; they finish, into errs, once open is closed.
+func renderTwiceAtOnce(g Gomega, t *testing.T, p *Pool, tenant string) (entered chan string, open chan struct{}, errs chan error) {
+	entered, open, errs = make(chan string, 8), make(chan struct{}), make(chan error, 2)
+	gated := gatedChart(t, entered, open)
+	for range 2 {
+		go func() {
+			_, err := p.Render(context.Background(), tenant, gated)
+			errs <- err
+		}()
+	}
+	g.Eventually(entered, 20*time.Second).Should(Receive())
+	g.Eventually(entered, 20*time.Second).Should(Receive())
+	return entered, open, errs
+}
+
+// TestPoolLendsIdleWorkersToOneTenant: a tenant alone renders on every worker, beyond its
+// share, while no other tenant waits.
+func TestPoolLendsIdleWorkersToOneTenant(t *testing.T) {
+	g := NewWithT(t)
+	p := newPool(t, PoolOptions{Workers: 2, PerTenant: 1})
+	// Both renders are inside their templates at once: one on the tenant's share, one lent.
+	_, open, errs := renderTwiceAtOnce(g, t, p, "alone")
+	close(open)
+	g.Eventually(errs, 20*time.Second).Should(Receive(BeNil()))
+	g.Eventually(errs, 20*time.Second).Should(Receive(BeNil()))
+}
+
+// TestPoolTakesBackALentWorker: a tenant rendering on both workers, one lent, gives the lent
+// one back to another tenant once it has waited LendFor; the render that was taken back
+// runs again within its own tenant's share and succeeds, and nothing is counted as stopped.
+func TestPoolTakesBackALentWorker(t *testing.T) {
+	g := NewWithT(t)
+	var stops []string
+	p := newPool(t, PoolOptions{Workers: 2, PerTenant: 1, LendFor: 300 * time.Millisecond,
+		Stopped: func(tenant, reason string) { stops = append(stops, tenant+": "+reason) }})
+	entered, open, errs := renderTwiceAtOnce(g, t, p, "busy")
+
+	other := make(chan error, 1)
+	go func() {
+		_, err := p.Render(context.Background(), "other", hostileChart(t, testcharts.Benign("benign"), ""))
+		other <- err
+	}()
+	// Served though both workers hold renders that wait for ever: the lent one was ended.
+	g.Eventually(other, 20*time.Second).Should(Receive(BeNil()))
+	g.Consistently(errs, 200*time.Millisecond).ShouldNot(Receive(), "the busy tenant's renders go on")
+	close(open)
+	// The taken-back render ran again (entering its template a third time) and succeeded.
+	g.Eventually(entered, 20*time.Second).Should(Receive())
+	g.Eventually(errs, 20*time.Second).Should(Receive(BeNil()))
+	g.Eventually(errs, 20*time.Second).Should(Receive(BeNil()))
+	g.Expect(stops).To(BeEmpty())
 }
