@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/faultproxy"
 )
 
 // manyConfigMaps spreads ConfigMaps named names, holding value, over 10 files.
@@ -234,29 +235,31 @@ func TestAPIServerRestart(t *testing.T) {
 func TestGitServerDown(t *testing.T) {
 	run(t, 10, "git server down", parallel, func(s *scenario) {
 		g := NewWithT(t)
-		p := newProxy(t, strings.TrimPrefix(suite.http.URL, "http://"))
+		p, err := faultproxy.Listen(freeAddr(t), strings.TrimPrefix(suite.http.URL, "http://"))
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(p.Close)
 		r := s.repo("app")
 		rev1 := r.commit(map[string]string{
 			"deploy/settings.yaml": configMap("settings", "1"),
 			"deploy/other.yaml":    configMap("other", "x"),
 		})
 		st := s.syncTarget("app", r, func(st *convergev1.SyncTarget) {
-			st.Spec.Source.URL = "http://" + p.addr + "/" + r.Name
+			st.Spec.Source.URL = "http://" + p.Addr() + "/" + r.Name
 		})
 		s.waitHealthy(st, rev1, 90*time.Second)
 
-		p.down()
+		p.Down()
 		down := time.Now()
 		rev2 := r.commit(map[string]string{"deploy/settings.yaml": configMap("settings", "2")})
 		s.eventually(st, 60*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
 			g.Expect(ready(st).Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(ready(st).Reason).To(Equal(convergev1.FetchFailedReason))
-			g.Expect(ready(st).Message).To(And(ContainSubstring(p.addr), ContainSubstring("connection refused")))
+			g.Expect(ready(st).Message).To(And(ContainSubstring(p.Addr()), ContainSubstring("connection refused")))
 			g.Expect(ready(st).Message).NotTo(ContainSubstring(suite.gitPass))
 			g.Expect(st.Status.LastAppliedRevision).To(Equal(rev1))
 		})
 		s.latency("git down→reported", time.Since(down))
-		s.expectEvent(st, corev1.EventTypeWarning, convergev1.FetchFailedReason, p.addr)
+		s.expectEvent(st, corev1.EventTypeWarning, convergev1.FetchFailedReason, p.Addr())
 		g.Consistently(func(g Gomega) {
 			g.Expect(configMapValue(g, s.app, "settings")).To(Equal("1"))
 			g.Expect(configMapValue(g, s.app, "other")).To(Equal("x"))
@@ -265,7 +268,7 @@ func TestGitServerDown(t *testing.T) {
 			g.Expect(now.Status.Inventory.Entries).To(HaveLen(2))
 		}).WithTimeout(3 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 
-		g.Expect(p.up()).To(Succeed())
+		g.Expect(p.Up()).To(Succeed())
 		up := time.Now()
 		s.waitHealthy(st, rev2, 90*time.Second)
 		s.latency("git back→resumed", time.Since(up))
