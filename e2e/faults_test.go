@@ -169,13 +169,13 @@ func TestAPIServerRestart(t *testing.T) {
 		cms := names("cm", 0, 40)
 		files := func(image, value string, minReady int) map[string]string {
 			f := manyConfigMaps(cms, value)
-			// A real rollout deadline: the 5 s of the other scenarios is shorter than the
+			// A real rollout deadline: the 60 s of the other scenarios is shorter than the
 			// outage, and a rollout stalled by it would rightly be rolled back. A new Pod
 			// counts as available minReady seconds after it is Ready, and the rollout
 			// replaces the three one at a time: the sync waits for it long enough for the
 			// restart to land inside it, however quickly the rest is applied.
-			f["deploy/web.yaml"] = strings.Replace(deployment("web", 3, image, ""),
-				"progressDeadlineSeconds: 5", fmt.Sprintf("progressDeadlineSeconds: 120\n  minReadySeconds: %d", minReady), 1)
+			f["deploy/web.yaml"] = progressDeadline(deployment("web", 3, image, ""),
+				fmt.Sprintf("  progressDeadlineSeconds: 120\n  minReadySeconds: %d", minReady))
 			return f
 		}
 		rev1 := r.commit(files("example.com/web:1", "v1", 0))

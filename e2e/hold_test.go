@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,9 +17,9 @@ import (
 // slowDeployment is a Deployment replaced whole on every change (Recreate) whose pods
 // count as available only minReady seconds after they are ready: its rollout takes at
 // least that long, however fast kwok runs the pods.
-func slowDeployment(name, image, nodeSelector string, minReady, progressDeadline int) string {
-	return strings.Replace(deployment(name, 1, image, nodeSelector), "  progressDeadlineSeconds: 5\n",
-		fmt.Sprintf("  minReadySeconds: %d\n  progressDeadlineSeconds: %d\n  strategy: {type: Recreate}\n", minReady, progressDeadline), 1)
+func slowDeployment(name, image, nodeSelector string, minReady, deadline int) string {
+	return progressDeadline(deployment(name, 1, image, nodeSelector),
+		fmt.Sprintf("  minReadySeconds: %d\n  progressDeadlineSeconds: %d\n  strategy: {type: Recreate}", minReady, deadline))
 }
 
 // TestSlowRollbackThenDriftIsHeld: a rollback whose own rollout takes longer than the poll interval (2 s)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -11,12 +12,14 @@ func configMap(name, value string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  value: %q\n", name, value)
 }
 
-// deployment is a Deployment whose pods kwok runs; with a nodeSelector matching no node
-// it never becomes Available and reports ProgressDeadlineExceeded after 5 s.
+// deployment is a Deployment whose pods kwok runs. With a nodeSelector matching no node
+// it never becomes Available and reports ProgressDeadlineExceeded after 5 s; without one
+// its progress deadline is 60 s, so that pods a loaded machine starts slowly are not
+// taken for a failed rollout.
 func deployment(name string, replicas int, image, nodeSelector string) string {
-	sel := ""
+	sel, deadline := "", 60
 	if nodeSelector != "" {
-		sel = "      nodeSelector:\n        " + nodeSelector + "\n"
+		sel, deadline = "      nodeSelector:\n        "+nodeSelector+"\n", 5
 	}
 	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
@@ -24,7 +27,7 @@ metadata:
   name: %[1]s
 spec:
   replicas: %[2]d
-  progressDeadlineSeconds: 5
+  progressDeadlineSeconds: %[5]d
   selector:
     matchLabels: {app: %[1]s}
   template:
@@ -34,8 +37,16 @@ spec:
 %[4]s      containers:
       - name: app
         image: %[3]s
-`, name, replicas, image, sel)
+`, name, replicas, image, sel, deadline)
 }
+
+// progressDeadline is a Deployment's manifest with its progress deadline line replaced by
+// lines.
+func progressDeadline(manifest, lines string) string {
+	return progressDeadlineLine.ReplaceAllLiteralString(manifest, lines)
+}
+
+var progressDeadlineLine = regexp.MustCompile(`(?m)^  progressDeadlineSeconds: \d+$`)
 
 func service(name string) string {
 	return fmt.Sprintf(`apiVersion: v1
