@@ -50,6 +50,7 @@ func writeTemp(t *testing.T, name string, content []byte) string {
 // Secret to the cluster, changes nothing when run again, and refuses to overwrite a file it
 // did not write or to talk to an SSH server whose host key known_hosts does not hold.
 func TestBootstrap(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cluster := clustertest.Start(t, localcluster.Options{}) // no CRD: bootstrap brings it
 	c, err := client.New(cluster.Config, client.Options{Scheme: cliScheme()})
@@ -182,6 +183,7 @@ func TestBootstrap(t *testing.T) {
 // bootstrapped path with the Secret bootstrap applied, and the SyncTarget becomes Ready on
 // the bootstrapped revision: the daemon applies its own install and SyncTarget from Git.
 func TestBootstrapThenServe(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := NewWithT(t)
 	cluster := clustertest.Start(t, localcluster.Options{Workloads: true, Nodes: 1})

@@ -63,6 +63,7 @@ spec:
 // repository. The API server runs no kubelet: the test plays it, setting the phase of the
 // test Pods the command creates.
 func TestChartTest(t *testing.T) {
+	t.Parallel()
 	a := startAPIServer(t)
 	a.namespace(t, "team-t")
 	ctx := context.Background()

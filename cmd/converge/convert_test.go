@@ -155,6 +155,7 @@ func ptrTo[T any](v T) *T { return &v }
 // TestConvertCommandFromCluster: --from-cluster lists the Flux objects of the namespace
 // from a real API server (Argo CD is not installed there: skipped) and converts them.
 func TestConvertCommandFromCluster(t *testing.T) {
+	t.Parallel()
 	ctrl.SetLogger(logr.Discard()) // envtest logs through controller-runtime
 	cluster := clustertest.Start(t, localcluster.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{
 		fluxCRD("source.toolkit.fluxcd.io", "GitRepository", "gitrepositories"),

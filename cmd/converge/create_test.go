@@ -251,6 +251,7 @@ func TestCreateSecretRefused(t *testing.T) {
 // invalid one is refused with exactly the API server's causes and leaves nothing, and an
 // SSH Secret is applied that the daemon accepts.
 func TestCreateAgainstAPIServer(t *testing.T) {
+	t.Parallel()
 	a := startAPIServer(t)
 	a.namespace(t, "team-a")
 	ctx := context.Background()

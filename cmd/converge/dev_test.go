@@ -18,6 +18,7 @@ import (
 // KUBECONFIG names, and follows the web UI URL its banner prints: the overview lists the
 // demo SyncTarget.
 func TestDevPrintsTheUIURL(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a local cluster")
 	}

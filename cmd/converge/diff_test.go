@@ -106,6 +106,7 @@ var (
 // TestDiffAgainstCluster runs `converge diff` (and `converge build --target`) against one
 // real API server and a real git server: exit codes, masking, pruning, SyncTarget settings.
 func TestDiffAgainstCluster(t *testing.T) {
+	t.Parallel()
 	cluster := clustertest.Start(t, localcluster.Options{CRDDirectoryPaths: []string{clustertest.CRDDir()}})
 	ctx := context.Background()
 	c, err := client.New(cluster.Config, client.Options{Scheme: cliScheme()})

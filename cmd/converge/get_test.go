@@ -287,6 +287,7 @@ func (b *syncedBuffer) String() string {
 // TestGetAgainstAPIServer runs `converge get` against a real API server: the table of a
 // namespace and of all, one SyncTarget, -o yaml and json, a missing one, and -w.
 func TestGetAgainstAPIServer(t *testing.T) {
+	t.Parallel()
 	a := startAPIServer(t)
 	for _, ns := range []string{"team-a", "team-b"} {
 		a.namespace(t, ns)

@@ -162,6 +162,7 @@ func startCommand(t *testing.T, out *lockedBuffer, args ...string) <-chan error 
 // moves and returns once it has rolled out; when it never does, it fails at --timeout
 // saying how far it got and why the pod is stuck.
 func TestInstallWait(t *testing.T) {
+	t.Parallel()
 	ctrl.SetLogger(logr.Discard())
 	cluster := clustertest.Start(t, localcluster.Options{}) // no controller-manager: nothing rolls out by itself
 	c, err := client.New(cluster.Config, client.Options{Scheme: cliScheme()})
@@ -250,6 +251,7 @@ func TestInstallWait(t *testing.T) {
 // and a (kwok) node, `converge install --wait` returns once the daemon's Deployment has
 // rolled out — the pods do not really run converge there, kwok marks them Ready.
 func TestInstallWaitRollsOut(t *testing.T) {
+	t.Parallel()
 	ctrl.SetLogger(logr.Discard())
 	g := NewWithT(t)
 	cluster := clustertest.Start(t, localcluster.Options{Workloads: true, Nodes: 1})

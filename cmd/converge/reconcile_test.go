@@ -182,6 +182,7 @@ spec:
 // the good revision back and waits for it; resume follows the branch (and its bad
 // revision) again.
 func TestReconcileWithDaemon(t *testing.T) {
+	t.Parallel()
 	ctrl.SetLogger(logr.Discard()) // envtest logs through controller-runtime
 	cluster := clustertest.Start(t, localcluster.Options{Workloads: true, Nodes: 1, CRDDirectoryPaths: []string{clustertest.CRDDir()}})
 	scheme := runtime.NewScheme()

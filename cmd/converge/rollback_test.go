@@ -134,6 +134,7 @@ func cliStart(ctx context.Context, kubeconfig string, args ...string) *cliProces
 // TestRollbackResumeSuspendAgainstAPIServer runs rollback, resume, suspend, history and
 // reconcile against a real API server, the test writing the status the daemon would.
 func TestRollbackResumeSuspendAgainstAPIServer(t *testing.T) {
+	t.Parallel()
 	a := startAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

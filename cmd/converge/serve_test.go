@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,6 +36,9 @@ var binary string
 
 func TestMain(m *testing.M) {
 	render.ServeWorkerIfAsked() // this binary is the render worker of the renders under test
+	flag.Parse()
+	// The tests with a local cluster of their own call t.Parallel: three start and wait at once.
+	clustertest.ParallelUnlessSet(3)
 	os.Exit(func() int {
 		dir, err := os.MkdirTemp("", "converge-bin-")
 		if err != nil {
@@ -135,6 +139,7 @@ func cm(name, value string) string {
 
 // TestShardingByLabelSelector: a daemon with --watch-label-selector reconciles its shard only.
 func TestShardingByLabelSelector(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rev := "main@sha1:" + e.repo.Commit(t, "main", map[string]string{"a/cm.yaml": cm("a", "1"), "b/cm.yaml": cm("b", "1")})
 	a := e.target(t, "a", map[string]string{"shard": "one"})
@@ -157,6 +162,7 @@ func TestShardingByLabelSelector(t *testing.T) {
 // TestLeaderFailover: of two daemons electing a leader, only the leader reconciles; when it
 // dies without a word (SIGKILL), the other takes over within the lease and keeps syncing.
 func TestLeaderFailover(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rev1 := "main@sha1:" + e.repo.Commit(t, "main", map[string]string{"app/cm.yaml": cm("app", "1")})
 	st := e.target(t, "app", nil)

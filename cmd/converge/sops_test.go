@@ -22,6 +22,7 @@ import (
 // SyncTarget whose repository holds a SOPS-encrypted Secret: they decrypt with the keys of
 // its spec.decryption, and print the Secret's values masked unless build has --decrypt.
 func TestSOPSBuildAndDiff(t *testing.T) {
+	t.Parallel()
 	cluster := clustertest.Start(t, localcluster.Options{CRDDirectoryPaths: []string{clustertest.CRDDir()}})
 	ctx := context.Background()
 	c, err := client.New(cluster.Config, client.Options{Scheme: cliScheme()})

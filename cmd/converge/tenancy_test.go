@@ -44,6 +44,7 @@ import (
 // git credentials, webhook, events, leader lease — but cannot act beyond that account's
 // rights, and a SyncTarget naming no account applies nothing.
 func TestTenancyRBACRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := NewWithT(t)
 	cluster := clustertest.Start(t, localcluster.Options{}) // no CRD: install brings it

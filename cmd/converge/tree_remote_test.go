@@ -21,6 +21,7 @@ import (
 // the same API server, through its own kubeconfig); a kubeconfig with an exec plugin is
 // refused before its command could run.
 func TestTreeAndDiffOfRemoteTargets(t *testing.T) {
+	t.Parallel()
 	a := startAPIServer(t)
 	g := NewWithT(t)
 	ctx := context.Background()

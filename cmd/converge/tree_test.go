@@ -16,6 +16,7 @@ import (
 // each object read from a real API server: a ConfigMap is Current, a Deployment no
 // controller rolled out is InProgress, a deleted object is NotFound.
 func TestTreeAgainstAPIServer(t *testing.T) {
+	t.Parallel()
 	a := startAPIServer(t)
 	g := NewWithT(t)
 	ctx := context.Background()

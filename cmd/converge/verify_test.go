@@ -19,6 +19,7 @@ import (
 // spec.source.verify render a signed revision and refuse an unsigned one with the message the
 // daemon gives.
 func TestVerifyCLI(t *testing.T) {
+	t.Parallel()
 	cluster := clustertest.Start(t, localcluster.Options{CRDDirectoryPaths: []string{clustertest.CRDDir()}})
 	ctx := context.Background()
 	g := NewWithT(t)

@@ -48,6 +48,10 @@ func TestMain(m *testing.M) {
 	if testing.Short() { // make test-unit: the pure tests alone
 		os.Exit(m.Run())
 	}
+	// The tests that mostly wait (on rollouts, deadlines, polls, a second cluster) run four at
+	// a time. Those that count the reconciler's requests or metrics do not call t.Parallel:
+	// Go runs them first, one at a time, before any parallel test starts.
+	clustertest.ParallelUnlessSet(4)
 	os.Exit(func() int {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

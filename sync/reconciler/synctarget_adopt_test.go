@@ -69,6 +69,7 @@ func helmInstall(t *testing.T, files map[string]string, release, namespace strin
 // again, its Pods untouched — and leaves the release's Secrets alone until asked to
 // remove them.
 func TestChartAdoptsAHelmRelease(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	g := NewWithT(t)
 	files := adoptChart()

@@ -18,6 +18,7 @@ import (
 // TestImmutableFieldChange: a change to an immutable field is reported, not forced; with
 // the opt-in annotation the object is recreated.
 func TestImmutableFieldChange(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
 	web := deployment("web", 1, "")
@@ -58,6 +59,7 @@ func TestImmutableFieldChange(t *testing.T) {
 // TestRequestedAtRetriesARolledBackRevision: a rolled-back revision is tried again when a
 // user asks (converge.dev/requestedAt), not before.
 func TestRequestedAtRetriesARolledBackRevision(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	good := f.commit(map[string]string{"deploy/web.yaml": deployment("web", 1, "")})
 	st := f.syncTarget("web", func(st *convergev1.SyncTarget) {

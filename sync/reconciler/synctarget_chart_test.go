@@ -78,6 +78,7 @@ func (f *fixture) liveData(g Gomega, kind client.Object, name string) map[string
 // Job of its post-upgrade hook runs to completion on the next revision and is deleted once
 // it succeeded; .Release.IsInstall follows the target's history.
 func TestChartInGitInstallsThenUpgradesWithHooks(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	hooks := map[string]string{"templates/hooks.yaml": `apiVersion: v1
 kind: ConfigMap
@@ -131,6 +132,7 @@ spec:
 // TestChartHookFailureRollsBack: a pre-upgrade hook Job that fails fails the revision,
 // which is rolled back to the last healthy one.
 func TestChartHookFailureRollsBack(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	first := f.commit(chart("1.0.0", nil))
 	st := f.syncTarget("chart-hook", helmTarget(""))
@@ -196,6 +198,7 @@ func TestChartRandomValuesAreRenderedOnce(t *testing.T) {
 // TestChartCRDsAreUpgraded: a chart's crds/ are applied before the rest and upgraded with
 // the chart (Helm leaves them as first installed); under the Create policy they are not.
 func TestChartCRDsAreUpgraded(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []convergev1.CRDPolicy{convergev1.CRDsCreateReplace, convergev1.CRDsCreate} {
 		t.Run(string(policy), func(t *testing.T) {
 			f := newFixture(t)

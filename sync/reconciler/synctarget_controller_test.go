@@ -32,6 +32,7 @@ func gone(g Gomega, obj client.Object) {
 // TestDeployUpdatePrune pushes a commit, a change and a removal, and checks that only
 // what this SyncTarget owns, and has not opted out, is pruned.
 func TestDeployUpdatePrune(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
 	f.commit(map[string]string{
@@ -109,6 +110,7 @@ data: {value: "x"}
 // TestRollback deploys a good revision, then one whose Deployment can never become
 // Available: converge restores the good one on its own and does not retry the bad one.
 func TestRollback(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
 	good := f.commit(map[string]string{"deploy/web.yaml": deployment("web", 1, "")})
@@ -163,6 +165,7 @@ func TestRollback(t *testing.T) {
 // TestInvalidCommit: an unparseable document, then a schema-invalid object; nothing of
 // either commit reaches the cluster.
 func TestInvalidCommit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	good := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "1")})
 	st := f.syncTarget("cfg", nil)
@@ -263,6 +266,7 @@ func TestSelfHeal(t *testing.T) {
 // TestFirstDeployFailureKeepsWhatWasApplied: with no healthy revision to go back to, a
 // failing first revision is reported and what it applied stays.
 func TestFirstDeployFailureKeepsWhatWasApplied(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	bad := f.commit(map[string]string{
 		"deploy/web.yaml": deployment("web", 1, "no-such-node: anywhere"),

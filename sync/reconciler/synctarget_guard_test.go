@@ -20,6 +20,7 @@ import (
 // spec.maxDeletions (a path typo) is refused before anything is applied, the SyncTarget
 // is Stalled and says why, and a reconcile a user asks for lets it through.
 func TestMaxDeletionsStallsInsteadOfPruning(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
 	files := map[string]string{}

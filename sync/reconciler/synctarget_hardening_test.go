@@ -112,6 +112,7 @@ func configMapIn(ns, name, value string) string {
 // the cluster, the inventory and the history left exactly as they were; a branch pushed
 // again from an unrelated history deploys.
 func TestHardeningForcePushAndDeletedBranch(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	g := NewWithT(t)
 	f.repo.Commit(t, "other", map[string]string{"README.md": "another branch: the repository keeps a ref"})
@@ -170,6 +171,7 @@ func TestHardeningForcePushAndDeletedBranch(t *testing.T) {
 // tag is moved (the revision names the commit, so a moved tag is never taken for the same
 // revision), and a deleted tag is FetchFailed with the cluster untouched.
 func TestHardeningTagMoved(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	g := NewWithT(t)
 	c1 := sha(f.commit(map[string]string{"deploy/a.yaml": configMap("a", "1")}))
@@ -247,6 +249,7 @@ func TestHardeningCredentialsRedacted(t *testing.T) {
 // neither for git credentials nor for webhook signatures: its references are looked up in its
 // own namespace only, and a name with a namespace in it is refused.
 func TestHardeningSecretRefOtherNamespace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
 	g := NewWithT(t)
@@ -442,6 +445,7 @@ func TestHardeningPruneIsImpersonated(t *testing.T) {
 // Secret — fail the commit without their values appearing in the status, the history or the
 // events.
 func TestHardeningSecretValueNotEchoed(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	g := NewWithT(t)
 	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

@@ -16,6 +16,7 @@ import (
 // one manages reports the conflict and applies nothing; the first keeps the object, and
 // nothing is deleted by either, also when the second drops it from Git.
 func TestTwoSyncTargetsClaimOneObject(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
 	rev := f.commit(map[string]string{

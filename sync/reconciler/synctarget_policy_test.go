@@ -20,6 +20,7 @@ import (
 
 // TestSuspend: a suspended SyncTarget applies nothing until resumed.
 func TestSuspend(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
 	rev := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "1")})

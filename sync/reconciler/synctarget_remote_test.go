@@ -173,6 +173,7 @@ func remoteValue(g Gomega, rc *remoteCluster, namespace, name string) string {
 // the others, and the SyncTarget recovers once the cluster is back. One second control
 // plane serves every step.
 func TestRemoteCluster(t *testing.T) {
+	t.Parallel()
 	requireCluster(t)
 	rc := startRemoteCluster(t)
 	f := newFixture(t)

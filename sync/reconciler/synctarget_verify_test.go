@@ -76,6 +76,7 @@ func refusedFor(t *testing.T, f *fixture, st *convergev1.SyncTarget, revision, a
 // an unsigned commit, or one signed by another key, is refused once and the previous
 // revision stays; keys rotate by editing the Secret.
 func TestVerifySignedCommits(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	g := NewWithT(t)
 	alice, alicePub := gittest.OpenPGPKey(t, "Alice", "alice@example.com")

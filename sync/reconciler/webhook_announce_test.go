@@ -108,6 +108,7 @@ func TestPushThroughAnotherReplicaDeploys(t *testing.T) {
 // AnnounceEvery, and the pushes that arrived within it are announced when it ends: a commit
 // pushed right after an announcement still deploys, from the one trailing patch.
 func TestPushAnnouncementsCoalesce(t *testing.T) {
+	t.Parallel()
 	requireCluster(t)
 	g := NewWithT(t)
 	f := newFixture(t)
@@ -138,6 +139,7 @@ func TestPushAnnouncementsCoalesce(t *testing.T) {
 // TestPushedAtDoesNotRetryARefusedRevision: an announced push only polls the source; unlike
 // a user's request it does not try again a revision that was rolled back.
 func TestPushedAtDoesNotRetryARefusedRevision(t *testing.T) {
+	t.Parallel()
 	requireCluster(t)
 	g := NewWithT(t)
 	f := newFixture(t)

@@ -30,6 +30,7 @@ import (
 // TestPushWebhookDeploys: with an hour between polls, a signed push webhook makes the
 // new commit deploy within seconds; a webhook signed with another secret does nothing.
 func TestPushWebhookDeploys(t *testing.T) {
+	t.Parallel()
 	requireCluster(t)
 	ctx := context.Background()
 	f := newFixture(t)

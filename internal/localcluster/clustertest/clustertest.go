@@ -3,10 +3,12 @@ package clustertest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -78,4 +80,15 @@ func (s *Shared) Stop(code int) int {
 		}
 	}
 	return code
+}
+
+// ParallelUnlessSet sets -test.parallel to n unless the command line set it: for a
+// TestMain, after flag.Parse, whose package's parallel tests mostly wait (on a cluster, a
+// rollout, a poll) rather than compute.
+func ParallelUnlessSet(n int) {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }
