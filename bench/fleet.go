@@ -221,12 +221,15 @@ func (b *Bench) recordFleet(n int, set, hand []fleetRun) {
 // idleCores is the CPU the machine may be using when a timed phase of fleet starts.
 const idleCores = 0.3
 
-// waitIdle waits, a minute at most, for the machine to use less than idleCores, and says
+// waitIdle waits, IdleWait at most, for the machine to use less than idleCores, and says
 // when it did not.
 func (b *Bench) waitIdle(ctx context.Context) error {
-	use, err := waitIdle(ctx, idleCores, time.Minute)
+	if b.cfg.IdleWait <= 0 {
+		return nil
+	}
+	use, err := waitIdle(ctx, idleCores, b.cfg.IdleWait)
 	if err == nil && use >= idleCores {
-		b.logf("the machine still used %.2f cores after a minute; timing anyway", use)
+		b.logf("the machine still used %.2f cores after %s; timing anyway", use, b.cfg.IdleWait)
 	}
 	return err
 }
