@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -171,7 +172,9 @@ func testEvent(h *unstructured.Unstructured) string {
 
 // testFailure is why a test failed, without the hook's name the line already gives.
 func testFailure(ctx context.Context, err error) string {
-	if ctx.Err() != nil {
+	// client-go's rate limiter refuses a request that would wait past the deadline before
+	// the deadline comes, with an error that does not wrap the context's.
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "would exceed context deadline") {
 		return "timed out (--timeout)"
 	}
 	if multi, ok := err.(interface{ Unwrap() []error }); ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -208,4 +209,19 @@ func chartTestRefusals(t *testing.T, a *apiServer) {
 		g.Expect(stdout).To(BeEmpty(), name)
 		g.Expect(stderr).To(Equal(want), name)
 	}
+}
+
+// TestTestFailureNamesTheTimeout: a test cut by --timeout says so, however the client
+// said it: the context's error, or client-go's rate limiter refusing to wait past the
+// deadline before it comes.
+func TestTestFailureNamesTheTimeout(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	limiter := fmt.Errorf("client rate limiter Wait returned an error: %w", errors.New("rate: Wait(n=1) would exceed context deadline"))
+	g.Expect(testFailure(ctx, limiter)).To(Equal("timed out (--timeout)"))
+	g.Expect(testFailure(ctx, fmt.Errorf("get pod: %w", context.DeadlineExceeded))).To(Equal("timed out (--timeout)"))
+	g.Expect(testFailure(ctx, errors.New("pod failed"))).To(Equal("pod failed"))
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	g.Expect(testFailure(done, errors.New("anything"))).To(Equal("timed out (--timeout)"))
 }
