@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -68,7 +69,7 @@ func NewSchema(crd *apiextensionsv1.CustomResourceDefinition) (*Schema, error) {
 // Validate checks u, a SyncTarget as the set writes it, and says what the API server would
 // refuse; nil when it would take it. u is not modified.
 func (s *Schema) Validate(ctx context.Context, u *unstructured.Unstructured) error {
-	obj := u.DeepCopy().Object
+	obj := numbersAsTheAPIServerReadsThem(u.DeepCopy().Object).(map[string]any)
 	var errs field.ErrorList
 	meta := field.NewPath("metadata")
 	errs = append(errs, metav1validation.ValidateLabels(u.GetLabels(), meta.Child("labels"))...)
@@ -87,6 +88,30 @@ func (s *Schema) Validate(ctx context.Context, u *unstructured.Unstructured) err
 	}
 	celErrs, _ := s.cel.Validate(ctx, nil, s.structural, obj, nil, celconfig.RuntimeCELCostBudget)
 	return schemaError(celErrs)
+}
+
+// numbersAsTheAPIServerReadsThem turns the json.Numbers a template's spec is decoded with
+// into the int64 or float64 the API server decodes the written JSON into: the CEL rules of
+// an int-or-string field refuse a json.Number as neither.
+func numbersAsTheAPIServerReadsThem(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = numbersAsTheAPIServerReadsThem(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = numbersAsTheAPIServerReadsThem(e)
+		}
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return i
+		}
+		if f, err := v.Float64(); err == nil {
+			return f
+		}
+	}
+	return v
 }
 
 // builtinSchema is the Schema of the SyncTarget CRD the binary carries.
