@@ -141,6 +141,15 @@ chromium: ## Install Debian's chromium for the web UI's browser tests, unless a 
 e2e: controlplane chromium ## Run the end-to-end suite: the real binary against a local cluster and git servers.
 	go test -count=1 -timeout 20m -v ./e2e/
 
+# make soak: how long the driver and the faults run for each seed (without SOAK_SEED, a
+# fixed seed then a random one), and the go test timeout around it.
+SOAK_DURATION ?= 5m
+SOAK_TIMEOUT ?= 6h
+
+.PHONY: soak
+soak: controlplane ## Run the soak alone: the real daemons under random faults for SOAK_DURATION a seed, invariants checked throughout (SOAK_SEED replays a run, SOAK_SCALE multiplies the workload); prints its report.
+	SOAK_FULL=1 SOAK_DURATION=$(SOAK_DURATION) go test -count=1 -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' -v ./e2e/
+
 # make bench runs Flux beside converge unless BENCH_BASELINES is set (empty: converge alone).
 BENCH_BASELINES ?= flux
 
