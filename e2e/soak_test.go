@@ -1029,7 +1029,7 @@ func processMetrics(url string) (rss int64, goroutines int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var b bytes.Buffer
 	if _, err := b.ReadFrom(resp.Body); err != nil {
 		return 0, 0, err
@@ -1044,10 +1044,10 @@ func processMetrics(url string) (rss int64, goroutines int, err error) {
 		if perr != nil {
 			continue
 		}
-		switch {
-		case f[0] == "process_resident_memory_bytes":
+		switch f[0] {
+		case "process_resident_memory_bytes":
 			rss, found = int64(v), found+1
-		case f[0] == "go_goroutines":
+		case "go_goroutines":
 			goroutines, found = int(v), found+1
 		}
 	}

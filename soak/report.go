@@ -112,7 +112,7 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 func (r *Report) Write(w io.Writer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	fmt.Fprintf(w, "soak report: seed %d, %s (replay: SOAK_SEED=%d SOAK_DURATION=%s make soak)\n",
+	_, _ = fmt.Fprintf(w, "soak report: seed %d, %s (replay: SOAK_SEED=%d SOAK_DURATION=%s make soak)\n",
 		r.Seed, r.Duration.Round(time.Second), r.Seed, r.Duration.Round(time.Second))
 	line := func(title string, m map[string]int) {
 		total := 0
@@ -121,21 +121,21 @@ func (r *Report) Write(w io.Writer) {
 			total += m[k]
 			parts += fmt.Sprintf(" %s=%d", k, m[k])
 		}
-		fmt.Fprintf(w, "  %-11s %d:%s\n", title, total, parts)
+		_, _ = fmt.Fprintf(w, "  %-11s %d:%s\n", title, total, parts)
 	}
 	line("operations", r.ops)
 	line("faults", r.faults)
-	fmt.Fprintf(w, "  revisions   %d deployed healthy, %d rolled back\n", r.deployed, r.rolledBack)
-	fmt.Fprintf(w, "  commit → healthy: p50 %s, p99 %s (%d)\n", Percentile(r.latencies, 50).Round(time.Millisecond),
+	_, _ = fmt.Fprintf(w, "  revisions   %d deployed healthy, %d rolled back\n", r.deployed, r.rolledBack)
+	_, _ = fmt.Fprintf(w, "  commit → healthy: p50 %s, p99 %s (%d)\n", Percentile(r.latencies, 50).Round(time.Millisecond),
 		Percentile(r.latencies, 99).Round(time.Millisecond), len(r.latencies))
 	checks, total := "", 0
 	for i := NoHalfApplied; i <= BoundedResources; i++ {
 		checks += fmt.Sprintf(" %d=%d", i, r.checks[i])
 		total += r.checks[i]
 	}
-	fmt.Fprintf(w, "  checks      %d by invariant:%s\n", total, checks)
-	fmt.Fprintf(w, "  violations  %d\n", len(r.violations))
+	_, _ = fmt.Fprintf(w, "  checks      %d by invariant:%s\n", total, checks)
+	_, _ = fmt.Fprintf(w, "  violations  %d\n", len(r.violations))
 	for _, v := range r.violations {
-		fmt.Fprintf(w, "    %s  %s (seed %d)\n", r.first[v.String()].UTC().Format("15:04:05.000"), v, r.Seed)
+		_, _ = fmt.Fprintf(w, "    %s  %s (seed %d)\n", r.first[v.String()].UTC().Format("15:04:05.000"), v, r.Seed)
 	}
 }
