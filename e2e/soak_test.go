@@ -3,13 +3,13 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
 	"net/http"
 	"os"
@@ -37,7 +37,6 @@ import (
 	"github.com/converge-gitops/converge/internal/localcluster"
 	"github.com/converge-gitops/converge/internal/testcharts"
 	"github.com/converge-gitops/converge/soak"
-	"github.com/converge-gitops/converge/sources"
 )
 
 // The soak: the real daemons (two replicas of one shard with leader election, and a second
@@ -286,7 +285,7 @@ type soakTarget struct {
 	newest    string // the newest revision pushed that touches it
 	good      string // the newest good revision
 	history   []convergev1.HistoryEntry
-	deployed  map[string]bool
+	noted     map[string]bool // revisions counted in the report, by result (the check goroutine's)
 	drift     *soak.Drift
 	driftKey  string
 	driftMark string
@@ -383,7 +382,7 @@ func (r *soakRun) setUp() {
 		r.repos = append(r.repos, set)
 	}
 	for _, tg := range r.targets {
-		tg.commits, tg.deployed = map[string]soak.Commit{}, map[string]bool{}
+		tg.commits, tg.noted = map[string]soak.Commit{}, map[string]bool{}
 		tg.values = map[string]string{}
 		for j := range 4 {
 			tg.values[fmt.Sprintf("cm-%d", j)] = r.value()
@@ -526,11 +525,7 @@ func (r *soakRun) value() string {
 
 // files renders tg's directory: its values, and what a commit of kind k adds.
 func (tg *soakTarget) files(k soak.Kind) map[string]string {
-	names := make([]string, 0, len(tg.values))
-	for n := range tg.values {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(tg.values))
 	out := map[string]string{}
 	var cms strings.Builder
 	for _, n := range names {
@@ -689,16 +684,12 @@ func (r *soakRun) hook(rp *soakRepo) {
 	}
 	base := r.e.hooks[r.rng.IntN(len(r.e.hooks))]
 	skew := []time.Duration{0, 0, 0, time.Hour, -time.Hour, 24 * time.Hour}[r.rng.IntN(6)]
-	body := []byte(fmt.Sprintf(`{"repository": {"url": %q}}`, r.proxiedURL(rp.r)))
+	url := r.proxiedURL(rp.r)
 	go func() {
-		mac := hmac.New(sha256.New, []byte(webhookToken))
-		mac.Write(body)
-		req, err := http.NewRequest(http.MethodPost, base+sources.WebhookPath, bytes.NewReader(body))
+		req, err := hookRequest(base, url, webhookToken)
 		if err != nil {
 			return
 		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 		req.Header.Set("Date", time.Now().Add(skew).UTC().Format(http.TimeFormat))
 		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 		if err != nil {
@@ -773,7 +764,7 @@ func (r *soakRun) step() {
 		r.commit(tg.repo, tg, soak.FailsHealth)
 	case soak.PrunesTooMuch:
 		// Keep one ConfigMap of four or more: three or more deletions, past maxDeletions (2).
-		names := sortedNames(tg.values)
+		names := slices.Sorted(maps.Keys(tg.values))
 		saved := tg.values
 		tg.values = map[string]string{names[0]: saved[names[0]]}
 		r.commit(tg.repo, tg, soak.PrunesTooMuch)
@@ -783,24 +774,11 @@ func (r *soakRun) step() {
 	}
 }
 
-func sortedNames(m map[string]string) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
 // mutate changes tg's values as a good commit does: a value or two, a ConfigMap added or
 // removed (four to six of them, so that removing one never passes maxDeletions), now and
 // then a new image.
 func (r *soakRun) mutate(tg *soakTarget) {
-	names := make([]string, 0, len(tg.values))
-	for n := range tg.values {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(tg.values))
 	for range 1 + r.rng.IntN(2) {
 		tg.values[names[r.rng.IntN(len(names))]] = r.value()
 	}
@@ -820,13 +798,9 @@ func (r *soakRun) driftOne(tg *soakTarget) {
 		return
 	}
 	want := tg.want(r.e.token)
-	keys := make([]string, 0, len(want))
-	for k := range want {
-		if strings.HasPrefix(k, "ConfigMap/") && k != "ConfigMap/secret-cm" {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
+	keys := slices.DeleteFunc(slices.Sorted(maps.Keys(want)), func(k string) bool {
+		return !strings.HasPrefix(k, "ConfigMap/") || k == "ConfigMap/secret-cm"
+	})
 	key := keys[r.rng.IntN(len(keys))]
 	mark := "drift-" + r.value()
 	c := r.clientFor(tg)
@@ -1093,7 +1067,7 @@ func (r *soakRun) check(tg *soakTarget, final bool) {
 	r.mu.Lock()
 	prev := tg.history
 	tg.history = st.Status.History
-	commits := cloneMap(tg.commits)
+	commits := maps.Clone(tg.commits)
 	drift, driftKey, driftMark := tg.drift, tg.driftKey, tg.driftMark
 	r.mu.Unlock()
 
@@ -1108,9 +1082,9 @@ func (r *soakRun) check(tg *soakTarget, final bool) {
 		refused = append(refused, r.ledger.CheckRefused(object, c)...)
 		switch c.Kind {
 		case soak.Good:
-			r.noteDeployed(tg, object, c)
+			r.noteOnce(tg, object, c, convergev1.SyncSucceeded, func(e convergev1.HistoryEntry) { r.rep.Deployed(e.FinishedAt.Sub(c.At)) })
 		case soak.FailsHealth:
-			r.noteRolledBack(tg, object, c)
+			r.noteOnce(tg, object, c, convergev1.SyncRolledBack, func(convergev1.HistoryEntry) { r.rep.RolledBack() })
 		}
 	}
 	r.rep.Checked(soak.FailedRolledBack, refused)
@@ -1150,7 +1124,7 @@ func (r *soakRun) check(tg *soakTarget, final bool) {
 	}
 	want := applied.Want
 	if drift != nil && drift.Restored.IsZero() {
-		want = cloneMap(want)
+		want = maps.Clone(want)
 		delete(want, driftKey)
 		delete(live, driftKey)
 	}
@@ -1173,41 +1147,17 @@ func (r *soakRun) check(tg *soakTarget, final bool) {
 // in it leaves the status as it was until the next leader syncs.
 const soakSettleBound = 20 * time.Second
 
-// noteDeployed records, once, how long a good commit took from push to healthy.
-func (r *soakRun) noteDeployed(tg *soakTarget, object string, c soak.Commit) {
-	r.mu.Lock()
-	done := tg.deployed[c.Revision]
-	r.mu.Unlock()
-	if done {
+// noteOnce calls record with the first finished entry of the ledger in which c ended
+// with result, once per revision and result. Only the check goroutine calls it.
+func (r *soakRun) noteOnce(tg *soakTarget, object string, c soak.Commit, result convergev1.SyncResult, record func(convergev1.HistoryEntry)) {
+	key := string(result) + " " + c.Revision
+	if tg.noted[key] {
 		return
 	}
 	for _, e := range r.ledger.Entries(object, c.Revision) {
-		if e.Result == convergev1.SyncSucceeded && e.FinishedAt != nil {
-			d := e.FinishedAt.Sub(c.At)
-			r.rep.Deployed(d)
-			r.mu.Lock()
-			tg.deployed[c.Revision] = true
-			r.mu.Unlock()
-			return
-		}
-	}
-}
-
-// noteRolledBack counts, once, a revision failing health that was rolled back.
-func (r *soakRun) noteRolledBack(tg *soakTarget, object string, c soak.Commit) {
-	key := "rolled back " + c.Revision
-	r.mu.Lock()
-	done := tg.deployed[key]
-	r.mu.Unlock()
-	if done {
-		return
-	}
-	for _, e := range r.ledger.Entries(object, c.Revision) {
-		if e.Result == convergev1.SyncRolledBack {
-			r.rep.RolledBack()
-			r.mu.Lock()
-			tg.deployed[key] = true
-			r.mu.Unlock()
+		if e.Result == result && e.FinishedAt != nil {
+			record(e)
+			tg.noted[key] = true
 			return
 		}
 	}
@@ -1234,14 +1184,6 @@ func (r *soakRun) live(tg *soakTarget, st *convergev1.SyncTarget) (map[string]st
 		out["Deployment/"+d.Name] = d.Spec.Template.Spec.Containers[0].Image
 	}
 	return out, nil
-}
-
-func cloneMap[V any](m map[string]V) map[string]V {
-	out := make(map[string]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // converge ends the run: the faults are off (inject has returned), every daemon runs, a

@@ -29,18 +29,28 @@ type hookAnswer struct {
 
 // postHook sends a generic push of repoURL signed with token to the receiver at base.
 func postHook(g Gomega, base, repoURL, token string) hookAnswer {
-	body := []byte(fmt.Sprintf(`{"repository": {"url": %q}}`, repoURL))
-	mac := hmac.New(sha256.New, []byte(token))
-	mac.Write(body)
-	req, err := http.NewRequest(http.MethodPost, base+sources.WebhookPath, bytes.NewReader(body))
+	req, err := hookRequest(base, repoURL, token)
 	g.Expect(err).NotTo(HaveOccurred())
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return hookAnswer{code: resp.StatusCode, body: string(b), retryAfter: resp.Header.Get("Retry-After")}
+}
+
+// hookRequest is a push of repoURL to the receiver at base, as a generic sender signed
+// with token sends it.
+func hookRequest(base, repoURL, token string) (*http.Request, error) {
+	body := []byte(fmt.Sprintf(`{"repository": {"url": %q}}`, repoURL))
+	mac := hmac.New(sha256.New, []byte(token))
+	mac.Write(body)
+	req, err := http.NewRequest(http.MethodPost, base+sources.WebhookPath, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	return req, nil
 }
 
 // apiRequests is the daemon's count of the requests it sent to the API server, from its
