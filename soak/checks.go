@@ -2,6 +2,7 @@ package soak
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -54,7 +55,7 @@ func Quiet(st *convergev1.SyncTarget) bool {
 // driver digests them) equal the render of the revision its status says is applied.
 func CheckLive(target, revision string, want, live map[string]string) []Violation {
 	var diffs []string
-	for _, k := range sortedKeys(want) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
 		got, ok := live[k]
 		switch {
 		case !ok:
@@ -63,7 +64,7 @@ func CheckLive(target, revision string, want, live map[string]string) []Violatio
 			diffs = append(diffs, fmt.Sprintf("%s is %q, the revision has %q", k, got, want[k]))
 		}
 	}
-	for _, k := range sortedKeys(live) {
+	for _, k := range slices.Sorted(maps.Keys(live)) {
 		if _, ok := want[k]; !ok {
 			diffs = append(diffs, k+" is not in the revision")
 		}
@@ -82,7 +83,7 @@ type Version struct{ UID, ResourceVersion string }
 // driver made it) is still there, unchanged.
 func CheckForeign(before, now map[string]Version) []Violation {
 	var out []Violation
-	for _, k := range sortedKeys(before) {
+	for _, k := range slices.Sorted(maps.Keys(before)) {
 		v, ok := now[k]
 		switch {
 		case !ok:
@@ -278,13 +279,4 @@ func CheckBounded(process string, samples []Sample) []Violation {
 			Detail: fmt.Sprintf("goroutines grew from %d to %d", g0, g1)})
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -3,6 +3,7 @@ package soak
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -117,7 +118,7 @@ func (r *Report) Write(w io.Writer) {
 	line := func(title string, m map[string]int) {
 		total := 0
 		parts := ""
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			total += m[k]
 			parts += fmt.Sprintf(" %s=%d", k, m[k])
 		}
