@@ -409,7 +409,9 @@ type SyncTargetSpec struct {
 	// refused before anything is applied, and the SyncTarget is Stalled with reason
 	// TooManyDeletions until the source moves, the spec changes or a user asks for a
 	// reconcile. A wrong path or a broken kustomization then cannot delete most of an
-	// application. Unset, any number may be deleted.
+	// application. The objects of the last healthy revision are counted: what a revision
+	// that never became healthy added is deleted without counting. Unset, any number may
+	// be deleted.
 	// +kubebuilder:validation:XValidation:rule=`type(self) == int ? self >= 0 : self.matches(r'^(100|[1-9]?[0-9])%$')`,message="must be a count (0 or more) or a percentage from 0% to 100%"
 	// +kubebuilder:validation:XIntOrString
 	// +optional

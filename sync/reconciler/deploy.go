@@ -44,6 +44,7 @@ func (d *deployment) record(a *attempt) {
 func (ru *run) attempt(ctx context.Context, revision string) outcome {
 	st := ru.st
 	a := &attempt{started: ru.r.Clock.Now(), firstHealthy: st.Status.LastHealthyRevision != revision}
+	left := unsettled(st, revision)
 	st.Status.LastAttemptedRevision = revision
 	d, f := ru.deploy(ctx, healthWait{revision: revision, healthy: st.Status.LastHealthyRevision}, st.Status.Inventory)
 	d.record(a)
@@ -82,7 +83,40 @@ func (ru *run) attempt(ctx context.Context, revision string) outcome {
 		ru.announce(fromFailure(*f, revision, a, msg+"; rolling back to "+healthy))
 		return ru.rollback(ctx, revision, healthy, *f, a, msg)
 	}
-	return fromFailure(*f, revision, a, msg)
+	o := fromFailure(*f, revision, a, msg)
+	if left != "" && (o.kind == failed || o.kind == stalled) && d.untouched() {
+		return ru.settle(ctx, o, left)
+	}
+	return o
+}
+
+// settle applies the last healthy revision again after the attempt of a revision failed
+// (o) without touching the cluster, which may still hold left, a revision that never
+// became healthy (see unsettled): a broken commit after a daemon stopped in a health wait
+// or a rollback must not leave what that wait was about in place. o keeps its reason: the
+// revision failed for its own; the message says what was applied again.
+func (ru *run) settle(ctx context.Context, o outcome, left string) outcome {
+	st := ru.st
+	healthy := st.Status.LastHealthyRevision
+	d, f := ru.deploy(ctx, healthWait{revision: healthy, healthy: healthy, failed: o.revision}, st.Status.Inventory)
+	if o.attempt != nil {
+		d.record(o.attempt)
+	}
+	if f != nil {
+		o.message += fmt.Sprintf("; applying %s again in place of %s, which never became healthy, failed too: %v", healthy, left, f.err)
+		return o
+	}
+	st.Status.LastAppliedRevision = healthy
+	st.Status.Inventory = apply.MergeInventory(d.inventory, d.pruned.Failed)
+	ru.remember(healthy, d.objects)
+	o.message += fmt.Sprintf("; %s applied again in place of %s, which never became healthy (%s)", healthy, left, d.summary())
+	return o
+}
+
+// untouched reports whether the deployment changed nothing in the cluster: it failed
+// before the apply.
+func (d *deployment) untouched() bool {
+	return d.applied.Created+d.applied.Configured == 0 && len(d.pruned.Deleted) == 0 && d.applied.ChangeSet == nil
 }
 
 // rollback deploys healthy again after revision failed with f.
@@ -118,7 +152,7 @@ func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.Re
 	}
 	objects, d.pre = d.objects, hookEvent("pre", ru.st, w)
 	d.inventory = apply.NewInventory(objects)
-	stale, f := ru.guardPrune(w, previous, d)
+	stale, f := ru.guardPrune(ctx, w, previous, d)
 	if f != nil {
 		return d, f
 	}
@@ -161,13 +195,23 @@ func fail(p phase, err error) *failure {
 // before anything is applied, a revision that renders nothing and would prune everything
 // (unless spec.allowEmpty), or that would prune more than spec.maxDeletions allows — a
 // limit that does not hold back a rollback (it deletes what the failed revision added),
-// nor a reconcile a user asked for.
-func (ru *run) guardPrune(w healthWait, previous *convergev1.ResourceInventory, d *deployment) ([]convergev1.InventoryEntry, *failure) {
+// nor a reconcile a user asked for. The limit counts the objects of the last healthy
+// revision only: what attempts that did not end well added (one a daemon stopped in lists
+// every object it was about to create) is deleted as a rollback would delete it.
+func (ru *run) guardPrune(ctx context.Context, w healthWait, previous *convergev1.ResourceInventory, d *deployment) ([]convergev1.InventoryEntry, *failure) {
 	rules := target.For(ru.st, nil, nil).PruneRules()
 	if w.failed != "" || ru.req.isNew {
 		rules.MaxDeletions = nil
 	}
 	stale, err := rules.Stale(previous, d.inventory, len(d.objects))
+	if errors.Is(err, apply.ErrTooManyDeletions) {
+		if held := ru.healthyEntries(ctx, previous); held != nil {
+			if _, err = rules.Stale(held, d.inventory, len(d.objects)); err == nil {
+				rules.MaxDeletions = nil
+				stale, err = rules.Stale(previous, d.inventory, len(d.objects))
+			}
+		}
+	}
 	stale = keepChartCRDs(ru.st, stale)
 	switch {
 	case errors.Is(err, apply.ErrWouldPruneAll):
@@ -177,6 +221,41 @@ func (ru *run) guardPrune(w healthWait, previous *convergev1.ResourceInventory, 
 		return nil, &failure{reason: convergev1.TooManyDeletionsReason, then: stall, err: err}
 	}
 	return stale, nil
+}
+
+// healthyEntries returns the entries of inv that the last healthy revision declares, or
+// nil when that is all of them or cannot be known (no healthy revision, or its render
+// fails now). It renders the revision unless it is the one kept in memory, so it is asked
+// only when the prune guard would refuse.
+func (ru *run) healthyEntries(ctx context.Context, inv *convergev1.ResourceInventory) *convergev1.ResourceInventory {
+	h := ru.st.Status.LastHealthyRevision
+	if h == "" || inv == nil {
+		return nil
+	}
+	declared := map[string]bool{}
+	if set := ru.state.rendered; set != nil && set.revision == h && set.generation == ru.st.Generation {
+		for id := range set.objects {
+			declared[id] = true
+		}
+	} else {
+		objects, f := ru.render(ctx, h)
+		if f != nil {
+			return nil
+		}
+		for _, o := range objects {
+			declared[apply.ObjectID(o)] = true
+		}
+	}
+	held := &convergev1.ResourceInventory{}
+	for _, e := range inv.Entries {
+		if declared[e.ID] {
+			held.Entries = append(held.Entries, e)
+		}
+	}
+	if len(held.Entries) == len(inv.Entries) {
+		return nil
+	}
+	return held
 }
 
 // render checks revision out and renders it.
@@ -312,6 +391,11 @@ func (ru *run) waitHealthy(ctx context.Context, d *deployment, w healthWait, sin
 		statusErr = ru.progress(ctx, fmt.Sprintf("waiting for %d objects of %s to become ready", len(objects), w.revision))
 	}
 	if err := ru.r.Health.Wait(waitCtx, ru.r.Client, ru.st, objects, observed, since, left, onSlow); err != nil {
+		if ctx.Err() != nil {
+			// The daemon stops (or lost its lease): the revision did not fail; the next
+			// leader waits for it again.
+			return &failure{reason: convergev1.HealthCheckFailedReason, then: retry, err: fmt.Errorf("health check interrupted: %w", ctx.Err())}
+		}
 		if cause := context.Cause(waitCtx); errors.Is(cause, errSuperseded) {
 			return &failure{reason: supersededReason, then: failRevision, err: cause}
 		}

@@ -123,6 +123,29 @@ func rollbackTarget(st *convergev1.SyncTarget, revision string, f failure) (stri
 	return healthy, true
 }
 
+// unsettled names a revision the cluster may hold that never became healthy, other than
+// revision (the one about to be attempted), when rollback is on and there is a healthy
+// revision to go back to: the applied revision, when it is not the healthy one (it failed
+// with rollback's own deploy failing or interrupted, or a newer one superseded its health
+// wait), or the last attempted one, when its attempt never ended (no history entry: a
+// daemon stopped in it, or it is being retried). "" when the cluster holds the last
+// healthy revision.
+func unsettled(st *convergev1.SyncTarget, revision string) string {
+	s := st.Status
+	h := s.LastHealthyRevision
+	if h == "" || h == revision || !st.RollbackEnabled() {
+		return ""
+	}
+	if a := s.LastAppliedRevision; a != "" && a != h && a != revision {
+		return a
+	}
+	if a := s.LastAttemptedRevision; a != "" && a != h && a != revision &&
+		(len(s.History) == 0 || s.History[0].Revision != a) {
+		return a
+	}
+	return ""
+}
+
 // healthWait is what a health wait waits for: revision, and when the wait is a
 // rollback's, the revision that failed (the source still points at it).
 type healthWait struct {

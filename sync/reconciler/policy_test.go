@@ -217,6 +217,43 @@ func TestRollbackTarget(t *testing.T) {
 	}
 }
 
+func TestUnsettled(t *testing.T) {
+	const revY = "main@sha1:4444444444444444444444444444444444444444"
+	attempted := func(rev string) func(*convergev1.SyncTarget) {
+		return func(st *convergev1.SyncTarget) { st.Status.LastAttemptedRevision = rev }
+	}
+	disabled := false
+	for _, tc := range []struct {
+		name string
+		st   *convergev1.SyncTarget
+		want string
+	}{
+		{name: "the healthy revision applied, its attempt recorded",
+			st: syncTarget(applied(revH, revH), attempted(revH), withHistory(revH, convergev1.SyncSucceeded))},
+		{name: "a failed revision rolled back",
+			st: syncTarget(applied(revH, revH), attempted(revR), withHistory(revR, convergev1.SyncRolledBack))},
+		{name: "a daemon stopped in the attempt of R",
+			st: syncTarget(applied(revH, revH), attempted(revR), withHistory(revH, convergev1.SyncSucceeded)), want: revR},
+		{name: "a daemon stopped in the rollback from R",
+			st: syncTarget(applied(revR, revH), attempted(revR), withHistory(revH, convergev1.SyncSucceeded)), want: revR},
+		{name: "R superseded in its health wait",
+			st: syncTarget(applied(revR, revH), attempted(revR), withHistory(revR, convergev1.SyncFailed)), want: revR},
+		{name: "the revision about to be attempted is not counted",
+			st: syncTarget(applied(revH, revH), attempted(revX), withHistory(revH, convergev1.SyncSucceeded))},
+		{name: "applied R and an unfinished attempt of Y: R first",
+			st: syncTarget(applied(revR, revH), attempted(revY), withHistory(revR, convergev1.SyncFailed)), want: revR},
+		{name: "nothing healthy to go back to",
+			st: syncTarget(applied(revR, ""), attempted(revR))},
+		{name: "rollback disabled", st: syncTarget(applied(revR, revH), attempted(revR), func(st *convergev1.SyncTarget) {
+			st.Spec.Rollback = &convergev1.RollbackSpec{Enabled: &disabled}
+		})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(unsettled(tc.st, revX)).To(Equal(tc.want))
+		})
+	}
+}
+
 func TestCancelsWait(t *testing.T) {
 	deploy := healthWait{revision: revR, healthy: revH}
 	rollback := healthWait{revision: revH, healthy: revH, failed: revR}

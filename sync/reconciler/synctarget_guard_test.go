@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/gittest"
 )
 
 // TestMaxDeletionsStallsInsteadOfPruning: a commit that would prune more than
@@ -69,4 +70,59 @@ func TestMaxDeletionsStallsInsteadOfPruning(t *testing.T) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: f.app, Name: fmt.Sprintf("cm%d", i)}, &corev1.ConfigMap{})
 		g.Expect(err).To(HaveOccurred(), "cm%d is pruned once allowed", i)
 	}
+}
+
+// TestMaxDeletionsCountsTheHealthyRevisionsObjects is invariant 7 (everything converges):
+// what a revision that never became healthy added is pruned by the next one without
+// counting against spec.maxDeletions, which still counts the healthy revision's objects.
+func TestMaxDeletionsCountsTheHealthyRevisionsObjects(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	files := map[string]string{"deploy/web.yaml": deployment("web", 1, "")}
+	for i := range 4 {
+		files[fmt.Sprintf("deploy/cm%d.yaml", i)] = configMap(fmt.Sprintf("cm%d", i), "1")
+	}
+	good := f.commit(files)
+	limit := intstr.FromInt32(1)
+	st := f.syncTarget("guarded", func(st *convergev1.SyncTarget) {
+		st.Spec.MaxDeletions = &limit
+		st.Spec.Rollback = &convergev1.RollbackSpec{Enabled: new(false)}
+	})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(good))
+	})
+
+	// Three objects more and a Deployment that never becomes Available: it fails and,
+	// rollback off, stays.
+	added := map[string]string{"deploy/web.yaml": deployment("web", 1, "no-such-node: anywhere")}
+	for i := range 3 {
+		added[fmt.Sprintf("deploy/x%d.yaml", i)] = configMap(fmt.Sprintf("x%d", i), "1")
+	}
+	bad := f.commit(added)
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Reason).To(Equal(convergev1.HealthCheckFailedReason), ready(st).Message)
+		g.Expect(st.Status.LastAppliedRevision).To(Equal(bad))
+		g.Expect(st.Status.Inventory.Entries).To(HaveLen(8))
+	})
+
+	// The next drops those three and one of the healthy revision's: one deletion counted.
+	next := "main@sha1:" + f.repo.CommitChanges(t, "main", gittest.Change{Path: "deploy/web.yaml", Content: deployment("web", 2, "")},
+		gittest.Change{Path: "deploy/x0.yaml", Delete: true}, gittest.Change{Path: "deploy/x1.yaml", Delete: true},
+		gittest.Change{Path: "deploy/x2.yaml", Delete: true}, gittest.Change{Path: "deploy/cm3.yaml", Delete: true})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(next), ready(st).Message)
+		g.Expect(st.Status.Inventory.Entries).To(HaveLen(4))
+	})
+	g := NewWithT(t)
+	for _, n := range []string{"x0", "x1", "x2", "cm3"} {
+		gone(g, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.app, Name: n}})
+	}
+
+	// Two of the healthy revision's objects at once are still too many.
+	typo := f.remove("deploy/cm1.yaml", "deploy/cm2.yaml")
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Reason).To(Equal(convergev1.TooManyDeletionsReason), ready(st).Message)
+		g.Expect(ready(st).Message).To(And(ContainSubstring(typo), ContainSubstring("prunes 2 of the 4 objects applied")))
+	})
+	g.Expect(getCM(g, f.app, "cm1").Data["value"]).To(Equal("1"), "nothing was pruned")
 }

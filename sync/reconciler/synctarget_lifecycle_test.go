@@ -7,8 +7,10 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
@@ -42,6 +44,44 @@ func TestNewerCommitCutsHealthWaitShort(t *testing.T) {
 	g.Expect(time.Since(started)).To(BeNumerically("<", time.Minute), "not held up by the 5m timeout")
 	g.Expect(get(g, st).Status.History).To(ContainElement(And(
 		HaveField("Revision", stuck), HaveField("Message", ContainSubstring("superseded by "+fixed)))))
+}
+
+// TestFailedRevisionRolledBackWhenABrokenCommitSupersedesIt is invariant 3 (a failed
+// revision ends rolled back) where a newer commit cuts a health wait short and fails to
+// render: the revision waited for, never healthy, does not stay in place; the last
+// healthy revision is applied again and the status says so.
+func TestFailedRevisionRolledBackWhenABrokenCommitSupersedesIt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	good := f.commit(map[string]string{"deploy/web.yaml": deployment("web", 1, "")})
+	st := f.syncTarget("web", func(st *convergev1.SyncTarget) {
+		st.Spec.Timeout = &metav1.Duration{Duration: 5 * time.Minute}
+	})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(good))
+	})
+
+	stuck := f.commit(map[string]string{
+		"deploy/web.yaml": strings.Replace(deployment("web", 1, "no-such-node: anywhere"),
+			"progressDeadlineSeconds: 5", "progressDeadlineSeconds: 600", 1),
+		"deploy/extra.yaml": configMap("extra", "added by the stuck revision"),
+	})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastAttemptedRevision).To(Equal(stuck))
+	})
+	broken := f.commit(map[string]string{"deploy/broken.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: [name\n"})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Reason).To(Equal(convergev1.BuildFailedReason), ready(st).Message)
+		g.Expect(ready(st).Message).To(And(ContainSubstring(broken), ContainSubstring(good+" applied again in place of "+stuck)))
+		g.Expect(st.Status.LastAppliedRevision).To(Equal(good))
+		g.Expect(st.Status.History[0]).To(And(HaveField("Revision", broken), HaveField("Result", convergev1.SyncFailed)))
+		g.Expect(st.Status.History[1]).To(And(HaveField("Revision", stuck), HaveField("Message", ContainSubstring("superseded"))))
+	})
+	g := NewWithT(t)
+	d := &appsv1.Deployment{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: f.app, Name: "web"}, d)).To(Succeed())
+	g.Expect(d.Spec.Template.Spec.NodeSelector).To(BeEmpty(), "the Deployment is the good revision's again")
+	gone(g, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.app, Name: "extra"}})
 }
 
 // TestEmptyRenderDoesNotPruneEverything: a commit that renders nothing fails instead of
