@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -343,5 +344,133 @@ func TestLeaderFailover(t *testing.T) {
 		}
 		g.Expect(managers).To(Equal([]string{"converge/Apply"}))
 		s.expectEvent(st, corev1.EventTypeNormal, convergev1.SucceededReason, rev2)
+	})
+}
+
+// killInHealthWait pushes bad (its Deployment never becomes Available) and kills d while
+// it waits for bad to become healthy: what a replica that loses its lease there leaves.
+func killInHealthWait(s *scenario, d *daemon, st *convergev1.SyncTarget, bad string) {
+	s.t.Helper()
+	s.eventually(st, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastAttemptedRevision).To(Equal(bad))
+		g.Expect(condition(st, convergev1.ReconcilingCondition).Message).To(ContainSubstring("waiting for"))
+	})
+	d.kill()
+	g := NewWithT(s.t)
+	dep := &appsv1.Deployment{}
+	object(g, s.app, "web", dep)
+	g.Expect(dep.Spec.Template.Spec.NodeSelector).NotTo(BeEmpty(), "the daemon was killed with bad applied")
+	g.Expect(get(g, st).Status.History[0].Revision).NotTo(Equal(bad), "the attempt of bad did not end")
+}
+
+// waitingDeployment is the Deployment of a revision that fails health slowly: it never
+// becomes Available and says so only after 30 s, so that a test can stop the daemon in
+// its health wait.
+func waitingDeployment(image string) string {
+	return progressDeadline(deployment("web", 1, image, "no-such-node: anywhere"), "  progressDeadlineSeconds: 30")
+}
+
+// Scenario 61: invariant 3, a failed revision ends rolled back. The daemon is killed
+// while it waits for a revision that never becomes healthy, and the next commit fails to
+// render: the daemon that starts again applies the last healthy revision again, not
+// leaving the unhealthy one in place behind a status that says nothing of it.
+func TestFailedRevisionRolledBackAfterAKillInItsHealthWait(t *testing.T) {
+	run(t, 61, "killed in a health wait, then a broken commit", parallel, func(s *scenario) {
+		g := NewWithT(t)
+		r := s.repo("app")
+		good := r.commit(map[string]string{
+			"deploy/web.yaml": deployment("web", 1, "example.com/web:1", ""),
+			"deploy/cm.yaml":  configMap("settings", "good"),
+		})
+		st := s.syncTarget("app", r, func(st *convergev1.SyncTarget) {
+			st.Labels = map[string]string{shardLabel: "wait-kill"}
+			st.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
+		})
+		d := startDaemon(t, "wait-kill", "--watch-label-selector", shardLabel+"=wait-kill")
+		s.explainWith(d)
+		s.waitHealthy(st, good, 90*time.Second)
+
+		bad := r.commit(map[string]string{
+			"deploy/web.yaml":   waitingDeployment("example.com/web:2"),
+			"deploy/extra.yaml": configMap("extra", "added by the bad revision"),
+		})
+		killInHealthWait(s, d, st, bad)
+		broken := r.commit(map[string]string{"deploy/broken.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: [name\n"})
+		g.Expect(d.start()).To(Succeed())
+
+		s.eventually(st, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(ready(st).Reason).To(Equal(convergev1.BuildFailedReason), ready(st).Message)
+			g.Expect(ready(st).Message).To(And(ContainSubstring(broken), ContainSubstring(good+" applied again in place of "+bad)))
+			g.Expect(condition(st, convergev1.ReconcilingCondition).Status).NotTo(Equal(metav1.ConditionTrue))
+			g.Expect(st.Status.LastAppliedRevision).To(Equal(good))
+			g.Expect(st.Status.LastHealthyRevision).To(Equal(good))
+			g.Expect(st.Status.History[0]).To(And(HaveField("Revision", broken), HaveField("Result", convergev1.SyncFailed)))
+		})
+		dep := &appsv1.Deployment{}
+		object(g, s.app, "web", dep)
+		g.Expect(dep.Spec.Template.Spec.NodeSelector).To(BeEmpty(), "the Deployment is the good revision's again")
+		g.Expect(dep.Spec.Template.Spec.Containers[0].Image).To(Equal("example.com/web:1"))
+		gone(g, s.app, "extra", &corev1.ConfigMap{})
+		g.Expect(configMapValue(g, s.app, "settings")).To(Equal("good"))
+		final := get(g, st)
+		g.Expect(inventoryIDs(final)).To(ConsistOf(s.app+"_settings__ConfigMap", s.app+"_web_apps_Deployment"))
+		s.expectEvent(st, corev1.EventTypeWarning, convergev1.BuildFailedReason, broken, "applied again")
+	})
+}
+
+// Scenario 62: invariant 7, everything converges. The daemon is killed while it waits for
+// a revision that added objects and never becomes healthy; the next commit drops one of
+// the healthy revision's objects, within spec.maxDeletions: it deploys, and what the
+// interrupted revision added is pruned without counting against the limit.
+func TestConvergesAfterAKillInAHealthWait(t *testing.T) {
+	run(t, 62, "killed in a health wait, then a good commit under maxDeletions", parallel, func(s *scenario) {
+		g := NewWithT(t)
+		r := s.repo("app")
+		files := func(web string, cms ...string) map[string]string {
+			out := map[string]string{"deploy/web.yaml": web}
+			for _, n := range cms {
+				out["deploy/"+n+".yaml"] = configMap(n, "1")
+			}
+			return out
+		}
+		good := r.commit(files(deployment("web", 1, "example.com/web:1", ""), "a", "b", "c", "d", "e"))
+		limit := intstr.FromInt32(2)
+		st := s.syncTarget("app", r, func(st *convergev1.SyncTarget) {
+			st.Labels = map[string]string{shardLabel: "wait-kill-prune"}
+			st.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
+			st.Spec.MaxDeletions = &limit
+		})
+		d := startDaemon(t, "wait-kill-prune", "--watch-label-selector", shardLabel+"=wait-kill-prune")
+		s.explainWith(d)
+		s.waitHealthy(st, good, 90*time.Second)
+
+		bad := r.commit(files(waitingDeployment("example.com/web:2"), "a", "b", "c", "d", "e", "x1", "x2", "x3"))
+		killInHealthWait(s, d, st, bad)
+		g.Expect(inventoryIDs(get(g, st))).To(HaveLen(9), "the inventory lists what bad was to create")
+		r.remove("deploy/e.yaml", "deploy/x1.yaml", "deploy/x2.yaml", "deploy/x3.yaml")
+		next := r.commit(map[string]string{"deploy/web.yaml": deployment("web", 1, "example.com/web:3", "")})
+		g.Expect(d.start()).To(Succeed())
+
+		s.eventually(st, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+			healthy(g, st, next)
+			g.Expect(st.Status.History[0].Deleted).To(Equal(int32(4)))
+		})
+		final := get(g, st)
+		g.Expect(inventoryIDs(final)).To(ConsistOf(s.app+"_a__ConfigMap", s.app+"_b__ConfigMap", s.app+"_c__ConfigMap",
+			s.app+"_d__ConfigMap", s.app+"_web_apps_Deployment"))
+		for _, n := range []string{"e", "x1", "x2", "x3"} {
+			gone(g, s.app, n, &corev1.ConfigMap{})
+		}
+		dep := &appsv1.Deployment{}
+		object(g, s.app, "web", dep)
+		g.Expect(dep.Spec.Template.Spec.Containers[0].Image).To(Equal("example.com/web:3"))
+
+		// The limit still holds for what the healthy revision declares.
+		typo := r.remove("deploy/a.yaml", "deploy/b.yaml", "deploy/c.yaml")
+		s.eventually(st, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(ready(st).Reason).To(Equal(convergev1.TooManyDeletionsReason), ready(st).Message)
+			g.Expect(ready(st).Message).To(And(ContainSubstring(typo), ContainSubstring("prunes 3 of the 5 objects applied")))
+		})
+		g.Expect(configMapValue(g, s.app, "a")).To(Equal("1"), "nothing was pruned")
 	})
 }
