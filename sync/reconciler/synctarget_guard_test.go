@@ -72,10 +72,10 @@ func TestMaxDeletionsStallsInsteadOfPruning(t *testing.T) {
 	}
 }
 
-// TestMaxDeletionsCountsTheHealthyRevisionsObjects is invariant 7 (everything converges):
+// TestConvergesPastWhatAnUnhealthyRevisionAdded is invariant 7 (everything converges):
 // what a revision that never became healthy added is pruned by the next one without
 // counting against spec.maxDeletions, which still counts the healthy revision's objects.
-func TestMaxDeletionsCountsTheHealthyRevisionsObjects(t *testing.T) {
+func TestConvergesPastWhatAnUnhealthyRevisionAdded(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	files := map[string]string{"deploy/web.yaml": deployment("web", 1, "")}
