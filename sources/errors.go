@@ -12,15 +12,19 @@ import (
 	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/converge-gitops/converge/internal/category"
 )
 
 // Kinds of failure. Every error returned by Resolve and Checkout matches exactly one of them with
 // errors.Is (or is a context error, or a *LimitError), so callers can decide what to report and
-// whether to retry.
+// whether to retry. Those that say what follows for a SyncTarget carry their category
+// (package category): an invalid source stalls, a checkout over the caps or a signature
+// that does not verify fails the revision.
 var (
 	// ErrInvalidSource: the source cannot work as written (bad URL, ref, constraint or
 	// credentials secret); retrying does not help until it changes.
-	ErrInvalidSource = errors.New("invalid source")
+	ErrInvalidSource = category.New(category.Stall, "", "invalid source")
 	// ErrAuthFailed: the server refused the credentials, or asked for some and got none.
 	ErrAuthFailed = errors.New("authentication failed")
 	// ErrUnknownHostKey: the SSH server's host key is not in known_hosts.
@@ -40,10 +44,10 @@ var (
 	// semver constraint, or the commit cannot be fetched.
 	ErrRefNotFound = errors.New("ref not found")
 	// ErrLimitExceeded: a checkout is larger than a cap; see LimitError.
-	ErrLimitExceeded = errors.New("checkout limit exceeded")
+	ErrLimitExceeded = category.New(category.FailRevision, "", "checkout limit exceeded")
 	// ErrVerificationFailed: the revision is not signed by a trusted key (spec.source.verify);
 	// see VerificationError.
-	ErrVerificationFailed = errors.New("verification failed")
+	ErrVerificationFailed = category.New(category.FailRevision, "", "verification failed")
 	// ErrFetchFailed: any other failure talking to the server or reading what it sent.
 	ErrFetchFailed = errors.New("git operation failed")
 )
@@ -105,6 +109,9 @@ func (e *LimitError) Error() string {
 
 // Is makes errors.Is(err, ErrLimitExceeded) true.
 func (e *LimitError) Is(target error) bool { return target == ErrLimitExceeded }
+
+// FailureCategory is ErrLimitExceeded's: the revision is too large, and will stay so.
+func (e *LimitError) FailureCategory() (category.Category, string) { return category.FailRevision, "" }
 
 // hostKeyError is what our SSH host key callback returns; x/crypto/ssh wraps it with %w.
 type hostKeyError struct {

@@ -14,6 +14,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/converge-gitops/converge/internal/category"
 )
 
 // VerifyMode says which object of a revision must carry a trusted signature. Its values match
@@ -83,6 +85,11 @@ func (e *VerificationError) Error() string { return e.Object + " " + e.Reason }
 
 // Is makes errors.Is(err, ErrVerificationFailed) true.
 func (e *VerificationError) Is(target error) bool { return target == ErrVerificationFailed }
+
+// FailureCategory is ErrVerificationFailed's: the revision is refused.
+func (e *VerificationError) FailureCategory() (category.Category, string) {
+	return category.FailRevision, ""
+}
 
 // verifyObjects checks the signatures mode asks for: tag is nil when the revision was not
 // resolved from an annotated tag.

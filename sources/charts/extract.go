@@ -14,13 +14,15 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/converge-gitops/converge/internal/category"
 	"github.com/converge-gitops/converge/sources"
 )
 
 // ErrBadArchive: a chart archive is not a safe chart — an entry escapes its directory, is a
 // link or a device, the top directory is not the chart's name, or its digest is not the
 // one expected. Archives over a cap match sources.ErrLimitExceeded instead.
-var ErrBadArchive = errors.New("bad chart archive")
+// It fails the revision (the chart version will not mend).
+var ErrBadArchive = category.New(category.FailRevision, "", "bad chart archive")
 
 func badArchive(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrBadArchive}, args...)...)

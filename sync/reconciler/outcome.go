@@ -15,10 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
-	"github.com/converge-gitops/converge/sources"
-	"github.com/converge-gitops/converge/sources/charts"
-	"github.com/converge-gitops/converge/sync/remote"
-	"github.com/converge-gitops/converge/sync/render"
+	"github.com/converge-gitops/converge/internal/category"
 )
 
 // phase is the step of a sync a failure happened in.
@@ -76,31 +73,31 @@ var errRetryPrune = errors.New("pruning failed")
 var errSuperseded = errors.New("superseded")
 
 // classify maps an error of a phase to exactly one reason and what follows. Every failure
-// of a sync goes through here.
+// of a sync goes through here. What an error says of itself (package category: a source
+// that cannot work stalls, a revision over the caps or with a bad signature is refused, a
+// remote cluster away is retried; a decryption or substitution failure has its reason) is
+// read from it; the phase decides the rest.
 func classify(p phase, err error) failure {
+	says, reason := category.Of(err)
 	f := failure{err: err, then: failRevision}
+	passing := transientAPIError(err) || apierrors.IsNotFound(err) // a Secret not readable (yet)
 	switch p {
 	case phaseResolve:
+		// No revision to fail yet: the poller is waited for, unless the source cannot work.
 		f.reason, f.then = convergev1.FetchFailedReason, waitSource
-		if errors.Is(err, sources.ErrInvalidSource) {
+		if says == category.Stall {
 			f.then = stall
-		} else if transientAPIError(err) || apierrors.IsNotFound(err) {
-			f.then = retry // the credentials Secret could not be read (yet)
+		} else if passing {
+			f.then = retry
 		}
 	case phaseCheckout:
-		f.reason, f.then = convergev1.FetchFailedReason, classifyCheckout(err)
+		f.reason, f.then = convergev1.FetchFailedReason, thenOf(says, retry)
 	case phaseVerify:
-		f.reason, f.then = convergev1.VerificationFailedReason, classifyVerify(err)
+		f.reason, f.then = convergev1.VerificationFailedReason, thenOf(says, retry)
 	case phaseRender:
-		f.reason = convergev1.BuildFailedReason
-		if errors.Is(err, render.ErrDecryption) {
-			f.reason = convergev1.DecryptionFailedReason
-			if transientAPIError(err) || apierrors.IsNotFound(err) {
-				f.then = retry // the decryption Secret could not be read (yet)
-			}
-		}
-		if errors.Is(err, render.ErrSubstitution) {
-			f.reason = convergev1.SubstitutionFailedReason // tried again when the variables change
+		f.reason, f.then = convergev1.BuildFailedReason, thenOf(says, failRevision)
+		if passing {
+			f.then = retry // the decryption Secret could not be read (yet)
 		}
 	case phaseVariables:
 		// A referent missing or not readable (yet): looked at again at the interval, and
@@ -110,8 +107,8 @@ func classify(p phase, err error) failure {
 			f.then = retry
 		}
 	case phaseApply:
-		f.reason = convergev1.ApplyFailedReason
-		if transientAPIError(err) || remote.NotTheRevisionsFault(err) {
+		f.reason, f.then = convergev1.ApplyFailedReason, thenOf(says, failRevision)
+		if transientAPIError(err) {
 			f.then = retry // not the revision's fault: no rollback, try again
 		}
 	case phasePrune:
@@ -124,20 +121,25 @@ func classify(p phase, err error) failure {
 	case phaseStatus:
 		f.reason, f.then = convergev1.ApplyFailedReason, retry
 	}
+	if reason != "" {
+		f.reason = reason
+	}
 	return f
 }
 
-// classifyCheckout is classify for phaseCheckout: a source that cannot work stalls, a
-// revision too large or a chart archive that is hostile or broken is refused (it will not
-// mend), anything else is retried.
-func classifyCheckout(err error) then {
-	switch {
-	case errors.Is(err, sources.ErrInvalidSource):
-		return stall
-	case errors.Is(err, sources.ErrLimitExceeded), errors.Is(err, charts.ErrBadArchive):
+// thenOf is what follows an error of category c; def when it says none.
+func thenOf(c category.Category, def then) then {
+	switch c {
+	case category.FailRevision:
 		return failRevision
+	case category.WaitSource:
+		return waitSource
+	case category.Retry:
+		return retry
+	case category.Stall:
+		return stall
 	}
-	return retry
+	return def
 }
 
 // transientAPIError reports whether err is the API server (or the way to it) failing

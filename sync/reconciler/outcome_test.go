@@ -19,6 +19,8 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sources/charts"
+	"github.com/converge-gitops/converge/sync/remote"
 	"github.com/converge-gitops/converge/sync/render"
 )
 
@@ -79,6 +81,28 @@ func TestClassify(t *testing.T) {
 			reason: convergev1.HealthCheckFailedReason, then: failRevision, rolls: true},
 		{name: "status write failure is retried", phase: phaseStatus, err: errors.New("conflict"),
 			reason: convergev1.ApplyFailedReason, then: retry},
+		{name: "an invalid source at checkout stalls", phase: phaseCheckout, err: fmt.Errorf("x: %w", sources.ErrInvalidSource),
+			reason: convergev1.FetchFailedReason, then: stall},
+		{name: "a checkout over a cap fails the revision", phase: phaseCheckout,
+			err:    fmt.Errorf("x: %w", &sources.LimitError{Limit: "MaxFiles", Max: 1}),
+			reason: convergev1.FetchFailedReason, then: failRevision},
+		{name: "a bad chart archive fails the revision", phase: phaseCheckout, err: fmt.Errorf("x: %w", charts.ErrBadArchive),
+			reason: convergev1.FetchFailedReason, then: failRevision},
+		{name: "a substitution failure fails the revision with its reason", phase: phaseRender,
+			err:    &render.Error{Err: fmt.Errorf("%w: FOO is not set", render.ErrSubstitution)},
+			reason: convergev1.SubstitutionFailedReason, then: failRevision},
+		{name: "a remote cluster away is retried, not rolled back", phase: phaseApply,
+			err:    fmt.Errorf("apply: %w", &remote.UnreachableError{Cluster: "ns/kubeconfig", Err: errors.New("no route")}),
+			reason: convergev1.ApplyFailedReason, then: retry},
+		{name: "a remote server that is no API server is retried", phase: phaseApply,
+			err:    &remote.NotAPIServerError{Host: "10.0.0.1", Code: 302, Redirect: true},
+			reason: convergev1.ApplyFailedReason, then: retry},
+		{name: "an invalid source when resolving stalls", phase: phaseResolve,
+			err:    &sources.Error{Op: "list refs of", URL: "https://x", Kind: sources.ErrInvalidSource},
+			reason: convergev1.FetchFailedReason, then: stall},
+		{name: "a checkout cap when resolving waits for the source: no revision to fail", phase: phaseResolve,
+			err:    fmt.Errorf("x: %w", sources.ErrLimitExceeded),
+			reason: convergev1.FetchFailedReason, then: waitSource},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,19 +53,6 @@ func (ru *run) unverified(f failure, revision string) outcome {
 	}
 	o.verified = &verification{status: status, message: msg}
 	return o
-}
-
-// classifyVerify is classify for phaseVerify: a signature that does not verify refuses the
-// revision; keys that cannot work stall; the keys Secret missing or the fetch failing is
-// retried.
-func classifyVerify(err error) then {
-	switch {
-	case errors.Is(err, sources.ErrVerificationFailed):
-		return failRevision
-	case errors.Is(err, sources.ErrInvalidSource):
-		return stall
-	}
-	return retry
 }
 
 // Verify implements revisionVerifier: the trusted keys are read from the Secret named by

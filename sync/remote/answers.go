@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+
+	"github.com/converge-gitops/converge/internal/category"
 )
 
 // The media types a Kubernetes API server answers with (CBOR clients are not enabled).
@@ -39,6 +41,10 @@ type NotAPIServerError struct {
 	// Redirect is an answer that sends the request elsewhere.
 	Redirect bool
 }
+
+// FailureCategory says a server that does not answer as an API server is not a
+// revision's fault: retried.
+func (e *NotAPIServerError) FailureCategory() (category.Category, string) { return category.Retry, "" }
 
 func (e *NotAPIServerError) Error() string {
 	if e.Redirect {

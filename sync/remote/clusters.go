@@ -21,6 +21,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/health"
+	"github.com/converge-gitops/converge/internal/category"
 	"github.com/converge-gitops/converge/sync/drift"
 )
 
@@ -61,18 +62,9 @@ func (e *ConfigError) Error() string {
 
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// NotTheRevisionsFault reports an error of a remote cluster, or of the way to it, that no
-// revision causes: the cluster is unreachable, its kubeconfig Secret is missing or
-// refused, its address is refused, or its server does not answer as a Kubernetes API
-// server. The SyncTarget is retried with backoff (and a fixed Secret is picked up by the
-// retry) instead of its revision being failed.
-func NotTheRevisionsFault(err error) bool {
-	var u *UnreachableError
-	var c *ConfigError
-	var a *AddressRefusedError
-	var n *NotAPIServerError
-	return errors.As(err, &u) || errors.As(err, &c) || errors.As(err, &a) || errors.As(err, &n)
-}
+// FailureCategory says a kubeconfig Secret missing or refused is not a revision's fault:
+// the SyncTarget is retried with backoff, and a fixed Secret is picked up by the retry.
+func (e *ConfigError) FailureCategory() (category.Category, string) { return category.Retry, "" }
 
 // Clusters are the remote clusters of a daemon, one per kubeconfig Secret and content.
 type Clusters struct {

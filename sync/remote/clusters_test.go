@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/category"
 	"github.com/converge-gitops/converge/sync/drift"
 )
 
@@ -133,7 +134,7 @@ func TestAcquireErrorsNameTheSecret(t *testing.T) {
 		{syncTarget("a", "kc", ""), "kubeconfig secret team/kc: kubeconfig refused: exec plugins are not run"},
 	} {
 		_, err := cs.Acquire(context.Background(), tc.st)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || !NotTheRevisionsFault(err) {
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !category.Is(err, category.Retry) {
 			t.Errorf("want %q, got %v", tc.want, err)
 		}
 	}

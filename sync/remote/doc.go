@@ -62,7 +62,7 @@
 // HTTP/2 health pings), and a connection that fails is an UnreachableError naming the
 // kubeconfig Secret. It, a kubeconfig Secret missing or refused (ConfigError), a refused
 // address and a server that does not answer as an API server are not a revision's fault
-// (NotTheRevisionsFault): the SyncTarget is retried with the reconciler's backoff, each
+// (their category, package category, is Retry): the SyncTarget is retried with the reconciler's backoff, each
 // cluster on its own, and the retry after the cluster is back deploys; its drift informers
 // re-list by themselves.
 //

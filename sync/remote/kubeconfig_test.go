@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/converge-gitops/converge/internal/category"
 )
 
 const secretToken = "s3cr3t-token-value"
@@ -197,7 +199,7 @@ func TestLoopbackTripwire(t *testing.T) {
 	}
 	_, err = httpClient.Get(srv.URL + "/api")
 	var refusedAddr *AddressRefusedError
-	if !errors.As(err, &refusedAddr) || !NotTheRevisionsFault(err) {
+	if !errors.As(err, &refusedAddr) || !category.Is(err, category.Retry) {
 		t.Fatalf("want the dial refused, got %v", err)
 	}
 	if host, _ := os.Hostname(); resolvesToLoopback(host) {
@@ -236,7 +238,7 @@ func TestUnreachableNamesTheCluster(t *testing.T) {
 	_, err = httpClient.Get("https://" + addr + "/api")
 	var unreachable *UnreachableError
 	var netErr net.Error
-	if !errors.As(err, &unreachable) || !errors.As(err, &netErr) || !NotTheRevisionsFault(err) {
+	if !errors.As(err, &unreachable) || !errors.As(err, &netErr) || !category.Is(err, category.Retry) {
 		t.Fatalf("want an UnreachableError, got %v", err)
 	}
 	if !strings.Contains(err.Error(), "kubeconfig secret team/kc is unreachable") {

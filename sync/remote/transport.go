@@ -12,6 +12,8 @@ import (
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
+
+	"github.com/converge-gitops/converge/internal/category"
 )
 
 // Timeouts of the connections to a remote cluster: one that is away fails its
@@ -50,11 +52,20 @@ func (e *UnreachableError) Timeout() bool {
 // Temporary implements net.Error: an unreachable cluster may come back.
 func (e *UnreachableError) Temporary() bool { return true }
 
+// FailureCategory says an unreachable cluster is not a revision's fault: retried.
+func (e *UnreachableError) FailureCategory() (category.Category, string) { return category.Retry, "" }
+
 // AddressRefusedError is a connection refused by converge itself: the address is one a
 // remote cluster may not be at (see the package documentation).
 type AddressRefusedError struct {
 	Address string
 	Why     string
+}
+
+// FailureCategory says a refused address is not a revision's fault: retried (the
+// kubeconfig Secret may be fixed).
+func (e *AddressRefusedError) FailureCategory() (category.Category, string) {
+	return category.Retry, ""
 }
 
 func (e *AddressRefusedError) Error() string {

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/converge-gitops/converge/internal/category"
 )
 
 // leaked is planted in every answer a remote cluster must not have quoted back.
@@ -86,7 +88,7 @@ func TestNonAPIAnswersAreNotQuoted(t *testing.T) {
 			if !strings.Contains(err.Error(), "did not answer as a Kubernetes API server") || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want the server named as no Kubernetes API server %s, got %v", tc.want, err)
 			}
-			if !NotTheRevisionsFault(err) {
+			if !category.Is(err, category.Retry) {
 				t.Fatalf("a server that is no API server is not the revision's fault: %v", err)
 			}
 		})
@@ -132,7 +134,7 @@ func TestAnswersWithoutKindAreNotQuoted(t *testing.T) {
 	u.SetKind("ConfigMap")
 	err := cl.Get(context.Background(), client.ObjectKey{Namespace: "team", Name: "cm"}, u)
 	if err == nil || strings.Contains(err.Error(), leaked) || !strings.Contains(err.Error(), "did not answer as a Kubernetes API server (HTTP 200, application/json)") ||
-		!NotTheRevisionsFault(err) {
+		!category.Is(err, category.Retry) {
 		t.Fatalf("get: want the answer refused unquoted, got %v", err)
 	}
 	list := &unstructured.UnstructuredList{}
@@ -203,7 +205,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 				}))
 				err := getConfigMap(remoteClient(t, srv.URL))
 				srv.Close()
-				if err == nil || !strings.Contains(err.Error(), "redirect") || !NotTheRevisionsFault(err) {
+				if err == nil || !strings.Contains(err.Error(), "redirect") || !category.Is(err, category.Retry) {
 					t.Errorf("HTTP %d: want the redirect refused, got %v", code, err)
 				}
 			}

@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/category"
 )
 
 // Classes of render failure. Every error Render returns is an *Error whose chain
 // holds exactly one of these, so callers can tell them apart with errors.Is; all of
 // them are the commit's fault and map to the BuildFailed reason, but ErrDecryption
-// (DecryptionFailed).
+// (DecryptionFailed) and ErrSubstitution (SubstitutionFailed), which carry their reason
+// (package category).
 var (
 	// ErrOutsideRoot: a path, `../` or symlink resolves outside the checkout root.
 	ErrOutsideRoot = errors.New("path escapes the repository root")
@@ -38,7 +42,7 @@ var (
 	// ErrDecryption: a SOPS-encrypted file could not be decrypted (no decryption
 	// configured, no key for it, MAC mismatch, malformed), or the decryption keys are
 	// unusable. It maps to the DecryptionFailed reason.
-	ErrDecryption = errors.New("decryption failed")
+	ErrDecryption = category.New(category.FailRevision, convergev1.DecryptionFailedReason, "decryption failed")
 	// ErrCiphertext: a file holds a value in SOPS' encrypted form (ENC[AES256_GCM,…]) but
 	// is not a SOPS file that can be decrypted (its sops metadata, or their mac, is
 	// missing): it is refused rather than applied as ciphertext. Unlike ErrDecryption, no
@@ -49,7 +53,7 @@ var (
 	ErrRenderTimeout = errors.New("render exceeded its deadline")
 	// ErrSubstitution: spec.postBuild substitution failed: a variable is unset in strict
 	// mode, or a ${ is not a reference converge understands (see Substitution).
-	ErrSubstitution = errors.New("substitution failed")
+	ErrSubstitution = category.New(category.FailRevision, convergev1.SubstitutionFailedReason, "substitution failed")
 )
 
 // timeoutError is the cause of a render that ran out of time: it reads
