@@ -10,11 +10,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
 	"github.com/converge-gitops/converge/internal/category"
+	"github.com/converge-gitops/converge/internal/tarpath"
 	"github.com/converge-gitops/converge/sources"
 )
 
@@ -201,20 +201,13 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 	return badArchive("%s is not a regular file or a directory (type %q)", name, hdr.Typeflag)
 }
 
-// path checks an entry's name and returns it cleaned.
+// path checks an entry's name (package tarpath) and that it is under the chart's
+// directory, and returns it cleaned.
 func (x *extractor) path(raw string) (string, error) {
-	switch {
-	case raw == "" || strings.HasPrefix(raw, "/") || strings.Contains(raw, "\\") || filepath.VolumeName(raw) != "":
-		return "", badArchive("entry %q has an absolute or non-portable path", raw)
-	case strings.ContainsRune(raw, 0):
-		return "", badArchive("entry %q has a NUL in its name", raw)
+	name, err := tarpath.Clean(raw)
+	if err != nil {
+		return "", badArchive("%v", err)
 	}
-	for _, elem := range strings.Split(raw, "/") {
-		if elem == ".." {
-			return "", badArchive("entry %q leaves the chart's directory", raw)
-		}
-	}
-	name := path.Clean(raw)
 	if name != x.chart && !strings.HasPrefix(name, x.chart+"/") {
 		return "", badArchive("entry %q is not under the chart's directory %s/", raw, x.chart)
 	}

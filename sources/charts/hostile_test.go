@@ -65,7 +65,7 @@ func TestHostileArchives(t *testing.T) {
 		kind    error
 		message string
 	}{
-		{"dot-dot", tgz(t, chartYAML, file("small/../../etc/passwd", "x")), ErrBadArchive, "leaves the chart's directory"},
+		{"dot-dot", tgz(t, chartYAML, file("small/../../etc/passwd", "x")), ErrBadArchive, "leaves the archive's directory"},
 		{"absolute", tgz(t, chartYAML, file("/etc/passwd", "x")), ErrBadArchive, "absolute"},
 		{"symlink", tgz(t, chartYAML, link("small/templates", "/etc", tar.TypeSymlink)), ErrBadArchive, "is a link"},
 		{"hardlink", tgz(t, chartYAML, link("small/values.yaml", "/etc/passwd", tar.TypeLink)), ErrBadArchive, "is a link"},

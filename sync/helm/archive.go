@@ -14,6 +14,8 @@ import (
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	chartloader "helm.sh/helm/v4/pkg/chart/v2/loader"
+
+	"github.com/converge-gitops/converge/internal/tarpath"
 )
 
 // assemble builds a chart from its files: its own files go to Helm's loader, each vendored
@@ -172,27 +174,16 @@ func unpackEntry(tr *tar.Reader, hd *tar.Header, b *budget) (*archive.BufferedFi
 	return &archive.BufferedFile{Name: name, ModTime: hd.ModTime, Data: data}, nil
 }
 
-// entryName drops the archive's top directory and refuses a name that would leave it.
+// entryName checks an entry's name (package tarpath) and drops the archive's top
+// directory, which every entry must be inside.
 func entryName(raw string) (string, error) {
-	n := strings.ReplaceAll(raw, "\\", "/")
-	top, rest, ok := strings.Cut(n, "/")
-	if !ok || top == "" || top == "." || top == ".." {
+	clean, err := tarpath.Clean(raw)
+	if err != nil {
+		return "", refused("%v", err)
+	}
+	top, rest, ok := strings.Cut(clean, "/")
+	if !ok || top == "." || rest == "" {
 		return "", refused("%q: not inside the archive's top directory", raw)
 	}
-	if path.IsAbs(rest) || hasDrive(rest) {
-		return "", refused("%q: absolute path", raw)
-	}
-	clean := path.Clean(rest)
-	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", refused("%q: path leaves the archive", raw)
-	}
-	return clean, nil
-}
-
-func hasDrive(p string) bool {
-	if len(p) < 3 || p[1] != ':' || p[2] != '/' {
-		return false
-	}
-	c := p[0] | 0x20
-	return c >= 'a' && c <= 'z'
+	return rest, nil
 }
