@@ -14,6 +14,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/spf13/cobra"
+	chartloader "helm.sh/helm/v4/pkg/chart/v2/loader"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -285,7 +286,7 @@ func readValues(files []string) (map[string]any, error) {
 		if err := yaml.Unmarshal(b, &values); err != nil {
 			return nil, usageError(fmt.Errorf("--values %s: not a YAML map of values: %w", file, err))
 		}
-		out = mergeValues(out, values)
+		out = chartloader.MergeMaps(out, values)
 	}
 	return out, nil
 }
@@ -301,21 +302,6 @@ func readBounded(file string, limit int64) ([]byte, error) {
 		err = fmt.Errorf("larger than %d bytes", limit)
 	}
 	return b, err
-}
-
-func mergeValues(dst, src map[string]any) map[string]any {
-	if dst == nil {
-		dst = map[string]any{}
-	}
-	for k, v := range src {
-		sub, isMap := v.(map[string]any)
-		if old, ok := dst[k].(map[string]any); ok && isMap {
-			dst[k] = mergeValues(old, sub)
-			continue
-		}
-		dst[k] = v
-	}
-	return dst
 }
 
 // createNamespace is -n, else the namespace of the kubeconfig context; with --export, which

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	chartloader "helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/strvals"
 	"sigs.k8s.io/yaml"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -26,7 +28,10 @@ func (c *conv) argoHelm(m map[string]any, s *convergev1.SyncTargetSpec) {
 	t := &argoValues{helm: s.Helm}
 	hc := c.at("", c.in+"helm.", c.out+"helm.")
 	mapFields(hc, m, t, argoHelmRules, argoHelmLost)
-	merged := deepMerge(t.values, t.object)
+	merged := chartloader.MergeMaps(t.values, t.object) // as Helm merges values
+	if len(merged) == 0 {
+		merged = nil
+	}
 	for i, p := range t.params {
 		hc.parameter(i, asMap(p), &merged)
 	}
@@ -72,67 +77,39 @@ var argoHelmLost = map[string]string{
 	"apiVersions":             "converge renders with the API versions of the target cluster",
 }
 
-// parameter sets one Argo CD helm parameter (name a.b.c) in values; names helm --set
-// writes with indexes or escaped dots are lost.
+// parameter sets one Argo CD helm parameter in values as Argo CD hands it to Helm: helm
+// --set name=value (--set-string with forceString), parsed by Helm's own strvals, the
+// value's commas escaped unless it is a {list}.
 func (c *conv) parameter(i int, p map[string]any, values *map[string]any) {
 	name, val := str(p, "name"), str(p, "value")
-	if name == "" || strings.ContainsAny(name, `[]\`) {
-		c.lost("parameters["+strconv.Itoa(i)+"]", "values", "only parameters named a.b.c can be written as values")
-		return
-	}
-	var v any = val
-	if !asBool(p["forceString"]) {
-		v = setValue(val)
-	}
 	if *values == nil {
 		*values = map[string]any{}
 	}
-	m := *values
-	parts := strings.Split(name, ".")
-	for _, k := range parts[:len(parts)-1] {
-		next, ok := m[k].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[k] = next
-		}
-		m = next
+	set := strvals.ParseInto
+	if asBool(p["forceString"]) {
+		set = strvals.ParseIntoString
 	}
-	m[parts[len(parts)-1]] = v
+	if name == "" || strings.ContainsAny(name, "=,") {
+		c.lost("parameters["+strconv.Itoa(i)+"]", "values", "the parameter's name is not one helm --set takes")
+		return
+	}
+	if err := set(name+"="+setEscape(val), *values); err != nil {
+		c.lost("parameters["+strconv.Itoa(i)+"]", "values", "helm --set refuses it: "+err.Error())
+	}
 }
 
-// setValue types a value as helm --set does: booleans, integers, null, else a string.
-func setValue(s string) any {
-	switch s {
-	case "true":
-		return true
-	case "false":
-		return false
-	case "null":
-		return nil
+// setEscape escapes the commas of a --set value that are not escaped yet, as Argo CD does
+// before it calls Helm; a value in braces is a list and keeps them.
+func setEscape(v string) string {
+	if strings.HasPrefix(v, "{") && strings.HasSuffix(v, "}") {
+		return v
 	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return n
-	}
-	return s
-}
-
-// deepMerge is a with b merged over it (maps merged key by key, anything else replaced).
-func deepMerge(a, b map[string]any) map[string]any {
-	if len(a) == 0 {
-		return b
-	}
-	out := make(map[string]any, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		am, aok := out[k].(map[string]any)
-		bm, bok := v.(map[string]any)
-		if aok && bok {
-			out[k] = deepMerge(am, bm)
-			continue
+	var b strings.Builder
+	for i, r := range v {
+		if r == ',' && (i == 0 || v[i-1] != '\\') {
+			b.WriteByte('\\')
 		}
-		out[k] = v
+		b.WriteRune(r)
 	}
-	return out
+	return b.String()
 }

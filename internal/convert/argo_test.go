@@ -402,3 +402,38 @@ func TestConvertArgoApplicationSetsUnsupported(t *testing.T) {
 		t.Errorf("no comment on the step:\n%s", out)
 	}
 }
+
+// TestConvertArgoHelmParametersAsHelmSetsThem: parameters are set as Argo CD hands them to
+// Helm (--set, --set-string with forceString), with Helm's own parser: indexes and escaped
+// dots in names, commas in a value, a {list}.
+func TestConvertArgoHelmParametersAsHelmSetsThem(t *testing.T) {
+	_, out := convertString(t, `
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: params, namespace: argocd}
+spec:
+  source:
+    repoURL: https://charts.example.com
+    chart: app
+    targetRevision: 1.0.0
+    helm:
+      parameters:
+        - {name: "ingress.hosts[0].host", value: "a.example.com"}
+        - {name: "annotations.prometheus\\.io/scrape", value: "true", forceString: true}
+        - {name: "args", value: "--a=1,--b=2"}
+        - {name: "zones", value: "{eu,us}"}
+        - {name: "replicas", value: "3"}
+  destination: {name: in-cluster, namespace: app}
+`)
+	got := values(t, syncTarget(t, documents(t, out), "params"))
+	want := map[string]any{
+		"ingress":     map[string]any{"hosts": []any{map[string]any{"host": "a.example.com"}}},
+		"annotations": map[string]any{"prometheus.io/scrape": "true"},
+		"args":        "--a=1,--b=2",
+		"zones":       []any{"eu", "us"},
+		"replicas":    float64(3),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("values: got %#v\nwant %#v", got, want)
+	}
+}
