@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/types"
 	"github.com/spf13/cobra"
 	chartloader "helm.sh/helm/v4/pkg/chart/v2/loader"
 	corev1 "k8s.io/api/core/v1"
@@ -26,15 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/clientcmd"
-	openapierrors "k8s.io/kube-openapi/pkg/validation/errors"
-	"k8s.io/kube-openapi/pkg/validation/spec"
-	"k8s.io/kube-openapi/pkg/validation/strfmt"
-	"k8s.io/kube-openapi/pkg/validation/validate"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
-	"github.com/converge-gitops/converge/config"
+	"github.com/converge-gitops/converge/internal/crdvalidate"
 	"github.com/converge-gitops/converge/sources"
 )
 
@@ -334,11 +327,11 @@ func parseDependency(s string) (convergev1.DependencyReference, error) {
 	return convergev1.DependencyReference{}, usageError(fmt.Errorf("--depends-on %q: want NAME or NAMESPACE/NAME", s))
 }
 
-// validateSyncTarget checks st as the API server would on create: its metadata, the
-// OpenAPI schema of the embedded CRD and the CRD's x-kubernetes-validations (CEL) rules.
-// The error reads like the API server's: `SyncTarget.converge.dev "NAME" is invalid: …`.
+// validateSyncTarget checks st as the API server would on create (package crdvalidate:
+// its metadata, the schema of the CRD the binary carries and its CEL rules). The error
+// reads like the API server's: `SyncTarget.converge.dev "NAME" is invalid: …`.
 func validateSyncTarget(st *convergev1.SyncTarget) error {
-	root, err := syncTargetSchema()
+	v, err := crdvalidate.For(convergev1.SyncTargetKind)
 	if err != nil {
 		return err
 	}
@@ -346,208 +339,11 @@ func validateSyncTarget(st *convergev1.SyncTarget) error {
 	if err != nil {
 		return err
 	}
-	errs := apivalidation.ValidateObjectMeta(&st.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-	schemaErrs := openAPIErrors(root, obj.Object)
-	errs = append(errs, schemaErrs...)
-	if blocking(schemaErrs) {
-		// As the API server: the rules may assume what the schema promises.
-		errs = append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
-	} else {
-		celErrs, err := celErrors(nil, root, obj.Object)
-		if err != nil {
-			return err
-		}
-		errs = append(errs, celErrs...)
-	}
+	errs := v.Errors(context.Background(), obj)
 	if len(errs) == 0 {
 		return nil
 	}
 	return usageError(apierrors.NewInvalid(schema.GroupKind{Group: convergev1.GroupVersion.Group, Kind: convergev1.SyncTargetKind}, st.Name, errs))
-}
-
-// blocking reports whether errs hold a failure after which the API server does not
-// evaluate the CEL rules: a wrong type, a missing field, a value too long, too many items or
-// not in the enum.
-func blocking(errs field.ErrorList) bool {
-	for _, e := range errs {
-		switch e.Type {
-		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
-			return true
-		}
-	}
-	return false
-}
-
-// syncTargetSchema is the OpenAPI schema of the served version of the embedded CRD.
-func syncTargetSchema() (*apiextensionsv1.JSONSchemaProps, error) {
-	crds, err := config.CRDs()
-	if err != nil {
-		return nil, fmt.Errorf("reading the embedded CRDs: %w", err)
-	}
-	for _, crd := range crds {
-		if crd.Spec.Names.Kind != convergev1.SyncTargetKind {
-			continue
-		}
-		for _, v := range crd.Spec.Versions {
-			if v.Name == convergev1.GroupVersion.Version && v.Schema != nil {
-				return v.Schema.OpenAPIV3Schema, nil
-			}
-		}
-	}
-	return nil, fmt.Errorf("the embedded CRDs have no schema for %s %s", convergev1.GroupVersion, convergev1.SyncTargetKind)
-}
-
-// openAPIErrors validates obj against the structural part of the schema (types, required,
-// lengths, patterns, bounds, enums) with the validator the API server uses, and words the
-// failures as it does.
-func openAPIErrors(root *apiextensionsv1.JSONSchemaProps, obj map[string]any) field.ErrorList {
-	raw, err := json.Marshal(root)
-	if err != nil {
-		return field.ErrorList{field.InternalError(nil, err)}
-	}
-	var s spec.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return field.ErrorList{field.InternalError(nil, err)}
-	}
-	res := validate.NewSchemaValidator(&s, nil, "", strfmt.Default).Validate(obj)
-	var errs field.ErrorList
-	for _, e := range res.Errors {
-		errs = append(errs, openAPIFieldError(e))
-	}
-	return errs
-}
-
-// openAPIFieldError turns a failure of the OpenAPI validator into a field error, as the
-// API server's apiextensions validation does.
-func openAPIFieldError(e error) *field.Error {
-	v, ok := e.(*openapierrors.Validation)
-	if !ok {
-		return field.Invalid(nil, "", e.Error())
-	}
-	var path *field.Path
-	if name := strings.TrimPrefix(v.Name, "."); name != "" {
-		path = field.NewPath(name)
-	}
-	value := v.Value
-	if value == nil {
-		value = ""
-	}
-	switch v.Code() {
-	case openapierrors.RequiredFailCode:
-		return field.Required(path, "")
-	case openapierrors.EnumFailCode:
-		var allowed []string
-		for _, a := range v.Values {
-			allowed = append(allowed, fmt.Sprint(a))
-		}
-		return field.NotSupported(path, v.Value, allowed)
-	case openapierrors.TooLongFailCode:
-		maxLen, _ := v.Valid.(int64)
-		return field.TooLong(path, "", int(maxLen))
-	case openapierrors.MaxItemsFailCode:
-		n, _ := v.Value.(int64)
-		maxItems, _ := v.Valid.(int64)
-		return field.TooMany(path, int(n), int(maxItems))
-	case openapierrors.InvalidTypeCode:
-		return field.TypeInvalid(path, value, v.Error())
-	}
-	return field.Invalid(path, value, v.Error())
-}
-
-// celErrors evaluates every x-kubernetes-validations rule of s and of the schemas below it
-// on the value v at path, as the API server does; a failed rule gives its message.
-func celErrors(path *field.Path, s *apiextensionsv1.JSONSchemaProps, v any) (field.ErrorList, error) {
-	if v == nil {
-		return nil, nil
-	}
-	var errs field.ErrorList
-	for _, rule := range s.XValidations {
-		ok, err := evalRule(rule.Rule, v)
-		if err != nil {
-			return nil, fmt.Errorf("evaluating the CRD rule %q at %s: %w", rule.Rule, path, err)
-		}
-		if !ok {
-			errs = append(errs, celFieldError(path, s, v, rule))
-		}
-	}
-	var below field.ErrorList
-	var err error
-	switch val := v.(type) {
-	case map[string]any:
-		below, err = celErrorsOfObject(path, s, val)
-	case []any:
-		if s.Items != nil && s.Items.Schema != nil {
-			for i, item := range val {
-				e, ierr := celErrors(path.Index(i), s.Items.Schema, item)
-				if ierr != nil {
-					return nil, ierr
-				}
-				below = append(below, e...)
-			}
-		}
-	}
-	return append(errs, below...), err
-}
-
-func celErrorsOfObject(path *field.Path, s *apiextensionsv1.JSONSchemaProps, obj map[string]any) (field.ErrorList, error) {
-	keys := make([]string, 0, len(obj))
-	for key := range obj {
-		keys = append(keys, key)
-	}
-	sort.Strings(keys) // the same order every run
-	var errs field.ErrorList
-	for _, key := range keys {
-		val := obj[key]
-		child, ok := s.Properties[key]
-		if !ok {
-			if s.AdditionalProperties == nil || s.AdditionalProperties.Schema == nil {
-				continue
-			}
-			child = *s.AdditionalProperties.Schema
-		}
-		e, err := celErrors(path.Child(key), &child, val)
-		if err != nil {
-			return nil, err
-		}
-		errs = append(errs, e...)
-	}
-	return errs, nil
-}
-
-// celFieldError words a failed rule as the API server does: objects and lists are not quoted.
-func celFieldError(path *field.Path, s *apiextensionsv1.JSONSchemaProps, v any, rule apiextensionsv1.ValidationRule) *field.Error {
-	msg := rule.Message
-	if msg == "" {
-		msg = "failed rule: " + strings.TrimSpace(rule.Rule)
-	}
-	if rule.FieldPath != "" {
-		path = path.Child(strings.TrimPrefix(rule.FieldPath, "."))
-	}
-	if s.Type == "object" || s.Type == "array" {
-		return field.Invalid(path, field.OmitValueType{}, msg)
-	}
-	return field.Invalid(path, v, msg)
-}
-
-// evalRule evaluates a CEL rule with self bound to v.
-func evalRule(rule string, v any) (bool, error) {
-	env, err := cel.NewEnv(cel.Variable("self", cel.DynType))
-	if err != nil {
-		return false, err
-	}
-	ast, iss := env.Compile(rule)
-	if iss.Err() != nil {
-		return false, iss.Err()
-	}
-	prg, err := env.Program(ast)
-	if err != nil {
-		return false, err
-	}
-	out, _, err := prg.Eval(map[string]any{"self": v})
-	if err != nil {
-		return false, err
-	}
-	return out == types.True, nil
 }
 
 // exportable is obj as it is applied and exported: apiVersion, kind, metadata and spec

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -131,39 +130,6 @@ func refusedSyncTargets() []refusedSyncTarget {
 		{name: "long dependency namespace", args: with("--branch", "main", "--depends-on", strings.Repeat("n", 64)+"/infra"),
 			want: `[spec.dependsOn[0].namespace: Too long: may not be more than 63 bytes, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]`},
 	}
-}
-
-// TestCreateCRDRulesReached: the CEL rules are evaluated by walking properties, items and
-// additionalProperties; a rule anywhere else in the CRD would be skipped silently.
-func TestCreateCRDRulesReached(t *testing.T) {
-	root, err := syncTargetSchema()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reached := countRules(root)
-	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "converge.dev_synctargets.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inFile := strings.Count(string(raw), "- message:") + strings.Count(string(raw), "- rule:")
-	if reached == 0 || reached != inFile {
-		t.Errorf("the walk reaches %d rules, the CRD has %d", reached, inFile)
-	}
-}
-
-// countRules counts the rules the walk of celErrors can reach.
-func countRules(s *apiextensionsv1.JSONSchemaProps) int {
-	n := len(s.XValidations)
-	for _, p := range s.Properties {
-		n += countRules(&p)
-	}
-	if s.Items != nil && s.Items.Schema != nil {
-		n += countRules(s.Items.Schema)
-	}
-	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
-		n += countRules(s.AdditionalProperties.Schema)
-	}
-	return n
 }
 
 // sshCredentials writes an SSH identity and a known_hosts file and returns their paths.

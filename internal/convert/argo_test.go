@@ -437,3 +437,25 @@ spec:
 		t.Errorf("values: got %#v\nwant %#v", got, want)
 	}
 }
+
+// TestConvertReportsWhatTheAPIServerWouldRefuse: a converted object the CRD refuses (here
+// a target namespace that is no namespace name) is a problem that says why, checked with
+// the API server's own validators.
+func TestConvertReportsWhatTheAPIServerWouldRefuse(t *testing.T) {
+	res, _ := convertString(t, `
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: bad-ns, namespace: argocd}
+spec:
+  source: {repoURL: https://github.com/acme/apps.git, targetRevision: main, path: app}
+  destination: {name: in-cluster, namespace: Not_A_Namespace}
+`)
+	p := problem(t, res, "Application argocd/bad-ns", "")
+	if p.Warning || !strings.Contains(p.Reason, "the API server would refuse the converted SyncTarget") ||
+		!strings.Contains(p.Reason, `spec.targetNamespace: Invalid value: "Not_A_Namespace"`) {
+		t.Errorf("problem: %+v", p)
+	}
+	if !res.Failed() {
+		t.Error("the result does not say it failed")
+	}
+}

@@ -1,15 +1,19 @@
 package convert
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/crdvalidate"
 )
 
 // API groups of the objects converted.
@@ -244,6 +248,7 @@ func (c *converter) finish() {
 		return ka < kb
 	})
 	c.collisions()
+	c.validate()
 	sort.SliceStable(c.problems, func(i, j int) bool {
 		a, b := c.problems[i], c.problems[j]
 		if a.From != b.From {
@@ -252,6 +257,35 @@ func (c *converter) finish() {
 		return a.Field < b.Field
 	})
 	c.res.Problems = c.problems
+}
+
+// validate checks every converted object as the API server would check its create
+// (package crdvalidate): one it would refuse is a problem, named after its input.
+func (c *converter) validate() {
+	for _, o := range c.res.Objects {
+		kind := o.Object.GetObjectKind().GroupVersionKind().Kind
+		errs, err := validateObject(o.Object)
+		switch {
+		case err != nil:
+			c.problem(strings.Join(o.From, ", "), "", "the converted "+kind+" could not be checked: "+err.Error(), false)
+		case len(errs) > 0:
+			c.problem(strings.Join(o.From, ", "), "", "the API server would refuse the converted "+kind+": "+errs.ToAggregate().Error(), false)
+		}
+	}
+}
+
+// validateObject is what the API server would refuse in a create of obj.
+func validateObject(obj client.Object) (field.ErrorList, error) {
+	v, err := crdvalidate.For(obj.GetObjectKind().GroupVersionKind().Kind)
+	if err != nil {
+		return nil, err
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	delete(m, "status")
+	return v.Errors(context.Background(), &unstructured.Unstructured{Object: m}), nil
 }
 
 // sink gathers the notes of one output object.
