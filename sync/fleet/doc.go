@@ -23,7 +23,9 @@
 //     nothing. The template's own source.verify applies to the generated SyncTargets only.
 //   - matrix: every pair of its two generators' sets, merged (the second wins).
 //
-// At most MaxParamSets parameter sets are generated.
+// At most MaxParamSets parameter sets are generated. Each generator is a type of its own
+// behind the generator interface, in a file of its own (gen_*.go); generatorOf maps the
+// API's one-of fields onto them, and a matrix combines any two of the base ones.
 //
 // # Templates
 //

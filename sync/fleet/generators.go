@@ -4,13 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -99,141 +94,38 @@ func sooner(a, b time.Duration) time.Duration {
 	return a
 }
 
-func generate(ctx context.Context, env Env, g convergev1.Generator) (Generated, error) {
-	if g.Matrix != nil {
-		return matrix(ctx, env, g.Matrix)
-	}
-	return generateBase(ctx, env, convergev1.BaseGenerator{List: g.List, Clusters: g.Clusters, GitDirectories: g.GitDirectories})
+// generator is one kind of generator: it yields its parameter sets from what env reads.
+// Each lives in a file of its own; generatorOf is the one place that maps the API's
+// one-of fields onto them.
+type generator interface {
+	generate(ctx context.Context, env Env) (Generated, error)
 }
 
-func generateBase(ctx context.Context, env Env, g convergev1.BaseGenerator) (Generated, error) {
+// generatorOf is the generator g sets.
+func generatorOf(g convergev1.Generator) (generator, error) {
+	if g.Matrix != nil {
+		return matrixGenerator{g.Matrix}, nil
+	}
+	return baseGeneratorOf(convergev1.BaseGenerator{List: g.List, Clusters: g.Clusters, GitDirectories: g.GitDirectories})
+}
+
+// baseGeneratorOf is the generator g sets, of those a matrix combines.
+func baseGeneratorOf(g convergev1.BaseGenerator) (generator, error) {
 	switch {
 	case g.List != nil:
-		return Generated{Params: listParams(g.List)}, nil
+		return listGenerator{g.List}, nil
 	case g.Clusters != nil:
-		p, err := clusterParams(ctx, env, g.Clusters)
-		return Generated{Params: p, Recheck: convergev1.DefaultInterval}, err
+		return clustersGenerator{g.Clusters}, nil
 	case g.GitDirectories != nil:
-		if env.Dirs == nil {
-			return Generated{}, errors.New("no Git directory lister configured")
-		}
-		got, err := env.Dirs.List(ctx, env.Namespace, g.GitDirectories)
-		if err != nil {
-			return Generated{}, err
-		}
-		out := Generated{Params: dirParams(got.Dirs), Recheck: got.Every}
-		if got.Verified != "" {
-			out.Verified = []string{got.Verified}
-		}
-		if got.Refused != "" {
-			out.Refused = []string{got.Refused}
-		}
-		return out, nil
+		return gitDirectoriesGenerator{g.GitDirectories}, nil
 	}
-	return Generated{}, errors.New("no generator set")
+	return nil, errors.New("no generator set")
 }
 
-func listParams(l *convergev1.ListGenerator) []Params {
-	out := make([]Params, 0, len(l.Elements))
-	for _, e := range l.Elements {
-		out = append(out, Params(maps.Clone(e)))
-	}
-	return out
-}
-
-// matrix is the product of its two generators, each pair merged (the second wins).
-func matrix(ctx context.Context, env Env, m *convergev1.MatrixGenerator) (Generated, error) {
-	if len(m.Generators) != 2 {
-		return Generated{}, fmt.Errorf("matrix: %d generators, want 2", len(m.Generators))
-	}
-	a, err := generateBase(ctx, env, m.Generators[0])
-	if err != nil {
-		return Generated{}, fmt.Errorf("matrix[0]: %w", err)
-	}
-	b, err := generateBase(ctx, env, m.Generators[1])
-	if err != nil {
-		return Generated{}, fmt.Errorf("matrix[1]: %w", err)
-	}
-	p, err := Product(a.Params, b.Params)
+func generate(ctx context.Context, env Env, g convergev1.Generator) (Generated, error) {
+	gen, err := generatorOf(g)
 	if err != nil {
 		return Generated{}, err
 	}
-	var out Generated
-	out.add("matrix[0]: ", Generated{Recheck: a.Recheck, Verified: a.Verified, Refused: a.Refused})
-	out.add("matrix[1]: ", Generated{Recheck: b.Recheck, Verified: b.Verified, Refused: b.Refused})
-	out.Params = p
-	return out, nil
-}
-
-// Product is every pair of a and b merged, b's values winning on a shared name, in the
-// order of a then b. It refuses more than MaxParamSets pairs before building any.
-func Product(a, b []Params) ([]Params, error) {
-	if len(a) > 0 && len(b) > MaxParamSets/len(a) {
-		return nil, fmt.Errorf("matrix: %d × %d parameter sets exceed %d", len(a), len(b), MaxParamSets)
-	}
-	out := make([]Params, 0, len(a)*len(b))
-	for _, x := range a {
-		for _, y := range b {
-			p := maps.Clone(x)
-			if p == nil {
-				p = Params{}
-			}
-			maps.Copy(p, y)
-			out = append(out, p)
-		}
-	}
-	return out, nil
-}
-
-// clusterParams lists the metadata of the Secrets of the namespace labelled
-// converge.dev/cluster and matching the selector: never their data.
-func clusterParams(ctx context.Context, env Env, g *convergev1.ClustersGenerator) ([]Params, error) {
-	sel, err := clusterSelector(g.Selector)
-	if err != nil {
-		return nil, err
-	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "SecretList"})
-	if err := env.Secrets.List(ctx, list, client.InNamespace(env.Namespace),
-		client.MatchingLabelsSelector{Selector: sel}, client.Limit(MaxParamSets+1)); err != nil {
-		return nil, fmt.Errorf("clusters: listing the Secrets labelled %s: %w", convergev1.ClusterLabel, err)
-	}
-	if len(list.Items) > MaxParamSets || list.Continue != "" {
-		return nil, fmt.Errorf("clusters: more than %d cluster Secrets", MaxParamSets)
-	}
-	out := make([]Params, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, ClusterParams(&list.Items[i].ObjectMeta))
-	}
-	return out, nil
-}
-
-// clusterSelector is the generator's selector with the requirement that the cluster
-// label exists.
-func clusterSelector(s *metav1.LabelSelector) (labels.Selector, error) {
-	sel := labels.Everything()
-	if s != nil {
-		var err error
-		if sel, err = metav1.LabelSelectorAsSelector(s); err != nil {
-			return nil, fmt.Errorf("clusters: selector: %w", err)
-		}
-	}
-	req, err := labels.NewRequirement(convergev1.ClusterLabel, selection.Exists, nil)
-	if err != nil {
-		return nil, err
-	}
-	return sel.Add(*req), nil
-}
-
-// ClusterParams are the parameters of one cluster Secret: name (the cluster label's
-// value, or the Secret's name when it is empty), secretName, and labels.<key>.
-func ClusterParams(m *metav1.ObjectMeta) Params {
-	p := Params{"name": m.Labels[convergev1.ClusterLabel], "secretName": m.Name}
-	if p["name"] == "" {
-		p["name"] = m.Name
-	}
-	for k, v := range m.Labels {
-		p["labels."+k] = v
-	}
-	return p
+	return gen.generate(ctx, env)
 }

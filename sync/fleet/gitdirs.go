@@ -8,7 +8,6 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -300,17 +299,4 @@ func matchAny(globs []string, p string) bool {
 		}
 	}
 	return false
-}
-
-// dirParams are the parameters of directories: path, path.basename and path.segmentN.
-func dirParams(dirs []string) []Params {
-	out := make([]Params, 0, len(dirs))
-	for _, d := range dirs {
-		p := Params{"path": d, "path.basename": path.Base(d)}
-		for i, seg := range strings.Split(d, "/") {
-			p["path.segment"+strconv.Itoa(i)] = seg
-		}
-		out = append(out, p)
-	}
-	return out
 }
