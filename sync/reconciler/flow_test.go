@@ -289,3 +289,71 @@ func (f *flow) stepUntil(done func() bool) {
 		return done()
 	}).Should(BeTrue())
 }
+
+// TestFlowFailedRevisionRolledBackAfterItsRollbackFailed is invariant 3 (a failed revision
+// ends rolled back): a rollback that fails for a while (here the healthy revision's
+// render, as when the API server or the source is away) is tried again while the source
+// still points at the refused revision, not left undone with the failed one applied.
+func TestFlowFailedRevisionRolledBackAfterItsRollbackFailed(t *testing.T) {
+	f := newFlow(t, rev1)
+	f.objects.Set(rev1, configMap("web", "one"))
+	f.reconcile()
+
+	f.source.Push(rev2)
+	f.objects.Set(rev2, configMap("web", "two"), unhealthy(configMap("extra", "two")))
+	f.objects.Break(rev1, fmt.Errorf("reading: %w", errors.New("connection refused")))
+	st := f.reconcile()
+	f.g.Expect(st.Status.LastAppliedRevision).To(Equal(rev2), "the rollback failed: the failed revision is still applied")
+	f.g.Expect(readyReason(st)).To(Equal(convergev1.HealthCheckFailedReason))
+	f.g.Expect(f.live("web")).To(Equal(map[string]any{"v": "two"}))
+
+	f.objects.Break(rev1, nil)
+	st = f.reconcile()
+	f.g.Expect(st.Status.LastAppliedRevision).To(Equal(rev1), "the rollback is tried again")
+	f.g.Expect(readyReason(st)).To(Equal(convergev1.RolledBackReason))
+	f.g.Expect(f.live("web")).To(Equal(map[string]any{"v": "one"}))
+	f.g.Expect(f.live("extra")).To(BeNil(), "what the failed revision added is pruned")
+	f.g.Expect(st.Status.History[0].Revision).To(Equal(rev2), "no new history entry")
+
+	// Settled: the next reconciles hold the healthy revision, nothing rendered again.
+	renders := f.objects.Renders()
+	f.reconcile()
+	f.g.Expect(f.objects.Renders()).To(Equal(renders))
+}
+
+// TestFlowStatusWritesAreFenced: a status write of a replica that read the SyncTarget
+// before another replica wrote its status fails with a conflict and leaves that status
+// as it is; one that only an annotation written meanwhile makes stale goes through.
+func TestFlowStatusWritesAreFenced(t *testing.T) {
+	f := newFlow(t, rev1)
+	f.r.APIReader = f.c
+	f.objects.Set(rev1, configMap("web", "one"))
+	f.reconcile()
+	ctx := context.Background()
+
+	read := func() *convergev1.SyncTarget {
+		st := &convergev1.SyncTarget{}
+		f.g.Expect(f.c.Get(ctx, f.key, st)).To(Succeed())
+		return st
+	}
+	// An annotation written since the read: the write goes through.
+	mine := read()
+	written := *mine.Status.DeepCopy()
+	other := read()
+	other.Annotations = map[string]string{convergev1.PushedAtAnnotation: "2026-12-03T10:00:00Z"}
+	f.g.Expect(f.c.Update(ctx, other)).To(Succeed())
+	mine.Status.LastFetchedRevision = rev2
+	f.g.Expect(f.r.writeStatus(ctx, mine, written)).To(Succeed())
+	f.g.Expect(read().Status.LastFetchedRevision).To(Equal(rev2))
+
+	// Another replica's status written since the read: refused, the other's status kept.
+	mine = read()
+	written = *mine.Status.DeepCopy()
+	other = read()
+	other.Status.LastFetchedRevision = rev3
+	f.g.Expect(f.c.Status().Update(ctx, other)).To(Succeed())
+	mine.Status.LastFetchedRevision = rev1
+	err := f.r.writeStatus(ctx, mine, written)
+	f.g.Expect(err).To(MatchError(ContainSubstring("written by another replica")))
+	f.g.Expect(read().Status.LastFetchedRevision).To(Equal(rev3))
+}

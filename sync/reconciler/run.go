@@ -48,9 +48,7 @@ func (ru *run) patchStatus(ctx context.Context) error {
 	if equality.Semantic.DeepEqual(ru.written, ru.st.Status) {
 		return nil
 	}
-	base := ru.st.DeepCopy()
-	base.Status = ru.written
-	if err := ru.r.Status().Patch(ctx, ru.st, client.MergeFrom(base)); err != nil {
+	if err := ru.r.writeStatus(ctx, ru.st, ru.written); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -59,6 +57,31 @@ func (ru *run) patchStatus(ctx context.Context) error {
 	ru.written = *ru.st.Status.DeepCopy()
 	ru.state.lastWrite = ru.st.ResourceVersion
 	return nil
+}
+
+// writeStatus patches st's status from written (the status as this reconcile last wrote
+// or read it) to st.Status, fenced by resourceVersion: a status another replica wrote
+// meanwhile — one that took the lease while this one was cut off from the API server,
+// whose writes may still arrive — is not overwritten: the write fails with a conflict.
+// A conflict that only a change outside the status caused (an annotation a user or a
+// webhook set) is retried at the fresh resourceVersion.
+func (r *Reconciler) writeStatus(ctx context.Context, st *convergev1.SyncTarget, written convergev1.SyncTargetStatus) error {
+	for try := 1; ; try++ {
+		base := st.DeepCopy()
+		base.Status = written
+		err := r.Status().Patch(ctx, st, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if !apierrors.IsConflict(err) || r.APIReader == nil || try == 3 {
+			return err
+		}
+		latest := &convergev1.SyncTarget{}
+		if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(st), latest); gerr != nil {
+			return err
+		}
+		if !equality.Semantic.DeepEqual(latest.Status, written) {
+			return fmt.Errorf("the status was written by another replica meanwhile: %w", err)
+		}
+		st.ResourceVersion = latest.ResourceVersion
+	}
 }
 
 // progress shows a step under way in the status at once (a health wait may take minutes).
@@ -85,9 +108,7 @@ func (ru *run) progressIfSlow(ctx context.Context, msg string) (done func() erro
 		case <-timer.C():
 		}
 		setConditions(st, o)
-		base := st.DeepCopy()
-		base.Status = written
-		err := ru.r.Status().Patch(ctx, st, client.MergeFrom(base))
+		err := ru.r.writeStatus(ctx, st, written)
 		wrote = err == nil
 		if apierrors.IsNotFound(err) {
 			err = nil
@@ -293,6 +314,9 @@ func (ru *run) heal(ctx context.Context, revision string) outcome {
 // drift is restored and the periodic full sync runs as in steady state, from the held
 // revision's objects, without a new attempt or history entry.
 func (ru *run) hold(ctx context.Context, full bool) outcome {
+	if left := unsettled(ru.st, ""); left != "" {
+		return ru.rollBackAgain(ctx, left)
+	}
 	held, ok := heldRevision(ru.st)
 	if !ok || (ru.drift() == nil && !full) {
 		return outcome{kind: idle}
@@ -326,6 +350,26 @@ func (ru *run) hold(ctx context.Context, full bool) outcome {
 		return ru.restore(ctx, set, nil)
 	}
 	return ru.restore(ctx, set, drifted)
+}
+
+// rollBackAgain applies the last healthy revision again while the source points at a
+// refused revision and the cluster may still hold left, one that never became healthy: a
+// rollback that failed for a while (the API server or the source away) or that a daemon
+// stopped in is tried again, not left undone. No history entry: the refused revision's
+// attempt has one.
+func (ru *run) rollBackAgain(ctx context.Context, left string) outcome {
+	st := ru.st
+	healthy := st.Status.LastHealthyRevision
+	w := healthWait{revision: healthy, healthy: healthy, failed: st.Status.LastFetchedRevision}
+	d, f := ru.deploy(ctx, w, st.Status.Inventory)
+	if f != nil {
+		return fromFailure(*f, "", nil, fmt.Sprintf("rolling back from %s, which never became healthy, to %s: %v", left, healthy, f.err))
+	}
+	st.Status.LastAppliedRevision = healthy
+	st.Status.Inventory = apply.MergeInventory(d.inventory, d.pruned.Failed)
+	ru.remember(healthy, d.objects)
+	return outcome{kind: rolledBack, reason: convergev1.RolledBackReason, revision: left,
+		message: fmt.Sprintf("%s never became healthy; rolled back to %s (%s)", left, healthy, d.summary())}
 }
 
 // restore applies again the objects of set with the given IDs (all of them, a full sync,
