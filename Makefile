@@ -114,13 +114,9 @@ run: controlplane build ## Run converge: on a local cluster when KUBECONFIG is u
 	$(BIN)/converge dev
 
 .PHONY: test
-test: controlplane chromium ## Run every test: unit, envtest, local cluster, e2e, bench smoke; beside them each fuzz target for 20 s.
-	@# The fuzz smoke runs beside the tests at a lower priority: it takes the CPU the
-	@# cluster tests leave idle while they wait, and its report follows theirs.
-	@log=$$(mktemp); nice -n 10 hack/fuzz-smoke.sh >"$$log" 2>&1 & fuzz=$$!; \
-	trap 'kill $$fuzz 2>/dev/null; rm -f "$$log"' EXIT; \
-	status=0; go test $(TEST_FLAGS) $(SLOW_PACKAGES) ./... || status=$$?; \
-	wait $$fuzz || status=1; echo "--- fuzz smoke (beside the tests)"; cat "$$log"; exit $$status
+test: controlplane chromium ## Run every test: unit, envtest, local cluster, e2e, bench smoke; then each fuzz target for 20 s.
+	go test $(TEST_FLAGS) $(SLOW_PACKAGES) ./...
+	hack/fuzz-smoke.sh
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no cluster (go test -short), in seconds: no make controlplane.
