@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +30,8 @@ type daemon struct {
 	done     chan struct{}
 	from     int  // where the running process's output starts in out
 	stopping bool // kill or stop was asked: no restart
+
+	restart sync.Mutex // one startIfExited at a time
 }
 
 // The positions in daemon.args of the metrics and probe addresses, which start may change.
@@ -83,7 +86,8 @@ func (d *daemon) start() error {
 	go func() {
 		defer close(done)
 		for restarts := 0; ; restarts++ {
-			_ = cmd.Wait()
+			err := cmd.Wait()
+			_, _ = fmt.Fprintf(d, "=== e2e: daemon %s exited at %s: %v\n", d.name, time.Now().Format(time.RFC3339Nano), err)
 			if restarts == 5 || !d.lostPort() {
 				return
 			}
@@ -205,6 +209,21 @@ func (d *daemon) stop() {
 	}
 }
 
+// startIfExited starts the daemon again if its process ended and no stop was asked since,
+// as an orchestrator restarts a container that exits (a replica that loses its lease
+// does): it reports whether it did.
+func (d *daemon) startIfExited() (bool, error) {
+	d.restart.Lock()
+	defer d.restart.Unlock()
+	d.mu.Lock()
+	stopping := d.stopping
+	d.mu.Unlock()
+	if !d.exited() || stopping {
+		return false, nil
+	}
+	return true, d.start()
+}
+
 // exited reports whether the process ended.
 func (d *daemon) exited() bool {
 	_, done := d.process()
@@ -221,7 +240,7 @@ func (d *daemon) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		if d.exited() {
-			return fmt.Errorf("daemon %s exited:\n%s", d.name, d.tail(40, ""))
+			return fmt.Errorf("daemon %s exited:\n%s", d.name, d.tail(40))
 		}
 		d.mu.Lock()
 		probe := d.probe
@@ -230,7 +249,7 @@ func (d *daemon) waitReady(timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("daemon %s not ready after %s:\n%s", d.name, timeout, d.tail(40, ""))
+			return fmt.Errorf("daemon %s not ready after %s:\n%s", d.name, timeout, d.tail(40))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -243,14 +262,22 @@ func (d *daemon) logged(s string) bool {
 	return bytes.Contains(d.out.Bytes(), []byte(s))
 }
 
-// tail returns the last n lines of output that contain filter (all lines when empty).
-func (d *daemon) tail(n int, filter string) string {
+// loggedSinceStart reports whether the running process (or the last one) wrote s.
+func (d *daemon) loggedSinceStart(s string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return bytes.Contains(d.out.Bytes()[d.from:], []byte(s))
+}
+
+// tail returns the last n lines of output that contain one of filters (all lines when
+// there is none), and the harness's own lines.
+func (d *daemon) tail(n int, filters ...string) string {
 	d.mu.Lock()
 	text := d.out.String()
 	d.mu.Unlock()
 	var keep []string
 	for _, l := range strings.Split(text, "\n") {
-		if filter == "" || strings.Contains(l, filter) || strings.HasPrefix(l, "=== e2e:") {
+		if len(filters) == 0 || strings.HasPrefix(l, "=== e2e:") || slices.ContainsFunc(filters, func(f string) bool { return strings.Contains(l, f) }) {
 			keep = append(keep, l)
 		}
 	}

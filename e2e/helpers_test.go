@@ -115,7 +115,8 @@ func (s *scenario) finish(title string) {
 		}
 	}
 	for _, d := range daemons {
-		s.t.Logf("daemon %s, lines about %s:\n%s", d.name, s.ns, d.tail(60, `"`+s.ns+`"`))
+		s.t.Logf("daemon %s, lines about %s:\n%s\nits last lines:\n%s", d.name, s.ns,
+			d.tail(60, `"`+s.ns+`"`, s.ns+"/"), d.tail(15))
 	}
 }
 

@@ -130,9 +130,9 @@ type soakEnv struct {
 	token   []byte    // the value of the Secret the YAML targets substitute
 
 	mu     sync.Mutex
-	killed map[*daemon]bool // by a fault, to be started when it ends
-	etcd   int              // pid of etcd, for SOAK_FULL's pause
+	etcd   int // pid of etcd, for SOAK_FULL's pause
 	faults []faultSpan
+	rep    *soak.Report // the report of the run going on, for the supervisor's restarts
 }
 
 // faultSpan is when a fault was on.
@@ -147,7 +147,7 @@ const (
 
 func newSoakEnv(s *scenario, cfg soakConfig) *soakEnv {
 	t := s.t
-	e := &soakEnv{s: s, cfg: cfg, rc: sharedRemote(t), killed: map[*daemon]bool{}}
+	e := &soakEnv{s: s, cfg: cfg, rc: sharedRemote(t)}
 	var err error
 	apiHost := hostOf(suite.cluster.Config.Host)
 	if e.api, err = faultproxy.Listen("127.0.0.1:0", apiHost); err != nil {
@@ -199,6 +199,12 @@ func newSoakEnv(s *scenario, cfg soakConfig) *soakEnv {
 			t.Fatal(err)
 		}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { e.supervise(ctx) })
+	// Registered after the daemons' own clean-ups, so it runs before them: nothing starts a
+	// daemon the clean-up stops.
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	e.token = []byte(randomString())
 	s.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: soakSecret, Namespace: s.ns},
 		Data: map[string][]byte{soakVar: e.token}})
@@ -213,6 +219,33 @@ func newSoakEnv(s *scenario, cfg soakConfig) *soakEnv {
 		}
 	}
 	return e
+}
+
+// supervise is the daemons' orchestrator for the whole scenario, set-up included: a
+// replica exits when it loses its lease (a loaded machine can hold a renewal past its
+// deadline), and is started again, as a Deployment's Pod would be. A daemon a fault killed
+// is the fault's to start.
+func (e *soakEnv) supervise(ctx context.Context) {
+	for {
+		for _, d := range e.daemons {
+			restarted, err := d.startIfExited()
+			switch {
+			case err != nil:
+				e.s.t.Logf("starting %s again after it exited: %v", d.name, err)
+			case restarted:
+				e.mu.Lock()
+				if e.rep != nil {
+					e.rep.Op("restart after exit")
+				}
+				e.mu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // away is how long faults were on between from and to, each counted with 10 s more for
@@ -328,6 +361,9 @@ func (e *soakEnv) run(idx int, seed int64) *soak.Report {
 	t := e.s.t
 	r := &soakRun{e: e, idx: idx, rng: mrand.New(mrand.NewPCG(uint64(seed), uint64(seed)^0x5eed)),
 		rep: &soak.Report{Seed: seed, Duration: e.cfg.duration}, samples: map[string][]soak.Sample{}}
+	e.mu.Lock()
+	e.rep = r.rep
+	e.mu.Unlock()
 	r.setUp()
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.duration)
 	defer cancel()
@@ -895,14 +931,8 @@ func (r *soakRun) fault(kind string, hold time.Duration, victim *daemon, delay t
 	var undo func()
 	switch kind {
 	case "kill -9 replica":
-		e.mu.Lock()
-		e.killed[victim] = true
-		e.mu.Unlock()
 		victim.kill()
 		undo = func() {
-			e.mu.Lock()
-			delete(e.killed, victim)
-			e.mu.Unlock()
 			if victim.exited() {
 				if err := victim.start(); err != nil {
 					r.e.s.t.Errorf("starting %s again: %v", victim.name, err)
@@ -955,15 +985,7 @@ func (r *soakRun) sample(ctx context.Context) {
 				continue
 			}
 			if d.exited() {
-				// A replica that loses its lease exits for its orchestrator to start it
-				// again: the soak is that orchestrator, unless a fault killed it.
-				r.e.mu.Lock()
-				killed := r.e.killed[d]
-				r.e.mu.Unlock()
-				if !killed && d.start() == nil {
-					r.rep.Op("restart after exit")
-				}
-				continue
+				continue // for the supervisor or its fault to start again
 			}
 			d.mu.Lock()
 			addr := d.args[metricsArg]
@@ -1191,10 +1213,8 @@ func (r *soakRun) live(tg *soakTarget, st *convergev1.SyncTarget) (map[string]st
 func (r *soakRun) converge() {
 	t := r.e.s.t
 	for _, d := range r.e.daemons {
-		if d.exited() {
-			if err := d.start(); err != nil {
-				t.Errorf("starting %s again: %v", d.name, err)
-			}
+		if _, err := d.startIfExited(); err != nil {
+			t.Errorf("starting %s again: %v", d.name, err)
 		}
 	}
 	r.mu.Lock()
