@@ -8,6 +8,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/converge-gitops/converge/health"
@@ -90,7 +92,17 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 	if err != nil {
 		return nil, err
 	}
-	clusters := remote.NewClusters(remote.Options{Secrets: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+	// The metadata of ConfigMaps and Secrets, watched with drift: what wakes a SyncTarget
+	// whose variables or kubeconfig changed, and tells a remote cluster's Secret unchanged.
+	var metadataCache cache.Cache
+	versions := client.Reader(nil)
+	if !o.DisableDriftWatch {
+		if metadataCache, err = newMetadataCache(mgr); err != nil {
+			return nil, err
+		}
+		versions = metadataCache
+	}
+	clusters := remote.NewClusters(remote.Options{Secrets: mgr.GetAPIReader(), Versions: versions, Scheme: mgr.GetScheme(),
 		AllowLoopback: o.AllowLoopbackClusters, Networks: o.RemoteClusterNetworks})
 	watchHealth := &WatchHealth{Checker: checker, Config: cfg, Mapper: mgr.GetRESTMapper(),
 		DefaultServiceAccount: o.DefaultServiceAccount, Remote: clusters}
@@ -116,6 +128,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		MaxConcurrentPerNamespace:    o.MaxConcurrentPerNamespace,
 
 		scheduler: scheduler,
+		metadata:  metadataCache,
 	}, nil
 }
 

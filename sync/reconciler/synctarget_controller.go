@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -58,6 +59,7 @@ type Reconciler struct {
 	WatchVariables bool
 
 	scheduler *sources.Scheduler
+	metadata  cache.Cache // of ConfigMaps' and Secrets' metadata, made by NewReconciler
 	states    states
 }
 

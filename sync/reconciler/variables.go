@@ -81,7 +81,8 @@ func variablesCause(changed, unknown bool) string {
 }
 
 // substituteFromIndex indexes SyncTargets by "<kind>/<name>" of each ConfigMap and Secret
-// their spec.postBuild.substituteFrom or spec.helm.valuesFrom names (in their own namespace).
+// their spec.postBuild.substituteFrom or spec.helm.valuesFrom names, and of their
+// spec.kubeConfig Secret (in their own namespace).
 const substituteFromIndex = ".spec.postBuild.substituteFrom"
 
 func substituteFromKeys(o client.Object) []string {
@@ -100,14 +101,28 @@ func substituteFromKeys(o client.Object) []string {
 			keys = append(keys, ref.Kind+"/"+ref.Name)
 		}
 	}
+	if st.Spec.KubeConfig != nil {
+		keys = append(keys, "Secret/"+st.Spec.KubeConfig.SecretRef.Name)
+	}
 	return keys
 }
 
+// newMetadataCache makes the cache of ConfigMaps' and Secrets' metadata, started with the
+// manager's caches: it keeps name, namespace, UID and resourceVersion, no data, and no
+// annotation (kubectl's last-applied-configuration of a Secret holds its data) or label.
+func newMetadataCache(mgr ctrl.Manager) (cache.Cache, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultTransform: identityOnly})
+	if err != nil {
+		return nil, fmt.Errorf("creating the cache of variables' metadata: %w", err)
+	}
+	return c, mgr.Add(variablesCache{c})
+}
+
 // watchVariables has a change to a ConfigMap or Secret that a SyncTarget's
-// spec.postBuild.substituteFrom names (its creation and deletion too) reconcile that
-// SyncTarget. Only metadata is watched, in a cache of its own that keeps name, namespace,
-// UID and resourceVersion: no data, and no annotation (kubectl's last-applied-configuration
-// of a Secret holds its data) or label.
+// spec.postBuild.substituteFrom or spec.helm.valuesFrom names, or to its kubeconfig Secret
+// (its creation and deletion too), reconcile that SyncTarget. Only metadata is watched, in
+// the cache of newMetadataCache.
 func (r *Reconciler) watchVariables(ctx context.Context, mgr ctrl.Manager, b *builder.Builder) (*builder.Builder, error) {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &convergev1.SyncTarget{}, substituteFromIndex, substituteFromKeys); err != nil {
 		return nil, err
@@ -115,13 +130,12 @@ func (r *Reconciler) watchVariables(ctx context.Context, mgr ctrl.Manager, b *bu
 	if !r.WatchVariables {
 		return b, nil
 	}
-	c, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultTransform: identityOnly})
-	if err != nil {
-		return nil, fmt.Errorf("creating the cache of variables' metadata: %w", err)
-	}
-	if err := mgr.Add(variablesCache{c}); err != nil {
-		return nil, err
+	c := r.metadata
+	if c == nil {
+		var err error
+		if c, err = newMetadataCache(mgr); err != nil {
+			return nil, err
+		}
 	}
 	for _, kind := range []string{"ConfigMap", "Secret"} {
 		obj := &metav1.PartialObjectMetadata{}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
@@ -30,6 +31,11 @@ type Options struct {
 	// Secrets reads the kubeconfig Secrets, always in the SyncTarget's own namespace: the
 	// daemon's API reader (no cache of every Secret of the cluster).
 	Secrets client.Reader
+	// Versions, when set, reads the metadata of Secrets from a watch's cache (the daemon's
+	// cache of ConfigMaps' and Secrets' metadata): a SyncTarget keeps its cluster without
+	// reading the Secret again while the Secret's resourceVersion there is the one the
+	// cluster was read at. Nil, the Secret is read at every Acquire.
+	Versions client.Reader
 	// Scheme of the clients.
 	Scheme *runtime.Scheme
 	// AllowLoopback lets a remote cluster be at a loopback or link-local address, and its
@@ -73,29 +79,38 @@ type Clusters struct {
 	mu     sync.Mutex
 	byKey  map[string]*Cluster               // Secret "namespace/name" + "@" + content hash
 	owners map[types.NamespacedName]*Cluster // what each SyncTarget holds
+	readAt map[types.NamespacedName]readAt   // what each SyncTarget's cluster was read from
 }
+
+// readAt is the Secret reference and resourceVersion a SyncTarget's cluster was read from.
+type readAt struct{ ref, version string }
 
 // NewClusters returns an empty set of remote clusters.
 func NewClusters(opts Options) *Clusters {
-	return &Clusters{opts: opts, byKey: map[string]*Cluster{}, owners: map[types.NamespacedName]*Cluster{}}
+	return &Clusters{opts: opts, byKey: map[string]*Cluster{}, owners: map[types.NamespacedName]*Cluster{},
+		readAt: map[types.NamespacedName]readAt{}}
 }
 
-// Acquire reads st's kubeconfig Secret and returns its cluster, made on first use, held
-// for st until Release or until st acquires another one (a rotated Secret, another
-// Secret). Errors are *ConfigError.
+// Acquire returns st's cluster, made on first use, held for st until Release or until st
+// acquires another one (a rotated Secret, another Secret). The kubeconfig Secret is read
+// unless st holds a cluster read from the Secret's current resourceVersion (Versions).
+// Errors are *ConfigError.
 func (cs *Clusters) Acquire(ctx context.Context, st *convergev1.SyncTarget) (*Cluster, error) {
 	if st.Spec.KubeConfig == nil {
 		return nil, errors.New("the SyncTarget has no spec.kubeConfig")
 	}
 	ref := st.Spec.KubeConfig.SecretRef
 	name := st.Namespace + "/" + ref.Name
-	data, err := cs.read(ctx, st.Namespace, ref)
+	owner := types.NamespacedName{Namespace: st.Namespace, Name: st.Name}
+	if c := cs.unchanged(ctx, owner, ref); c != nil {
+		return c, nil
+	}
+	data, version, err := cs.read(ctx, st.Namespace, ref)
 	if err != nil {
 		return nil, &ConfigError{Secret: name, Err: err}
 	}
 	sum := sha256.Sum256(data)
 	key := name + "@" + hex.EncodeToString(sum[:])
-	owner := types.NamespacedName{Namespace: st.Namespace, Name: st.Name}
 
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -112,19 +127,46 @@ func (cs *Clusters) Acquire(ctx context.Context, st *convergev1.SyncTarget) (*Cl
 		cs.owners[owner] = c
 		c.refs++
 	}
+	cs.readAt[owner] = readAt{ref: refKey(ref), version: version}
 	return c, nil
 }
 
-// read returns the kubeconfig of the Secret ref of namespace.
-func (cs *Clusters) read(ctx context.Context, namespace string, ref convergev1.KubeConfigSecretReference) ([]byte, error) {
+// unchanged returns the cluster owner holds if it was read from ref at the resourceVersion
+// Versions has now; nil when the Secret is to be read.
+func (cs *Clusters) unchanged(ctx context.Context, owner types.NamespacedName, ref convergev1.KubeConfigSecretReference) *Cluster {
+	if cs.opts.Versions == nil {
+		return nil
+	}
+	cs.mu.Lock()
+	c, at := cs.owners[owner], cs.readAt[owner]
+	cs.mu.Unlock()
+	if c == nil || at.ref != refKey(ref) || at.version == "" {
+		return nil
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := cs.opts.Versions.Get(ctx, client.ObjectKey{Namespace: owner.Namespace, Name: ref.Name}, m); err != nil ||
+		m.ResourceVersion != at.version {
+		return nil
+	}
+	return c
+}
+
+// refKey is a kubeconfig Secret reference as a key: its name and data key.
+func refKey(ref convergev1.KubeConfigSecretReference) string { return ref.Name + "\x00" + ref.Key }
+
+// read returns the kubeconfig of the Secret ref of namespace, and the Secret's
+// resourceVersion.
+func (cs *Clusters) read(ctx context.Context, namespace string, ref convergev1.KubeConfigSecretReference) ([]byte, string, error) {
 	if cs.opts.Secrets == nil {
-		return nil, errors.New("no Secret reader configured")
+		return nil, "", errors.New("no Secret reader configured")
 	}
 	s := &corev1.Secret{}
 	if err := cs.opts.Secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, s); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return kubeConfigData(s.Data, ref.Key)
+	data, err := kubeConfigData(s.Data, ref.Key)
+	return data, s.ResourceVersion, err
 }
 
 // Current returns the cluster owner holds, nil when none.
@@ -154,6 +196,7 @@ func (cs *Clusters) releaseLocked(owner types.NamespacedName) {
 		return
 	}
 	delete(cs.owners, owner)
+	delete(cs.readAt, owner)
 	c.forget(owner)
 	if c.refs--; c.refs == 0 {
 		delete(cs.byKey, c.key)

@@ -165,3 +165,77 @@ func TestClientForTheTargetsCluster(t *testing.T) {
 	}
 	release()
 }
+
+// countingReader counts the Secrets read through it.
+type countingReader struct {
+	client.Reader
+	reads int
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Secret); ok {
+		r.reads++
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestSecretReadOncePerVersion: with the Secrets' resourceVersions at hand, a SyncTarget
+// holding its cluster reads the kubeconfig Secret again only when it changed, or when the
+// SyncTarget names another key; without them, at every Acquire.
+func TestSecretReadOncePerVersion(t *testing.T) {
+	c := secretReader(t, map[string][]byte{"value": kubeconfig(t, "https://cluster.example.com", nil),
+		"other": kubeconfig(t, "https://other.example.com", nil)})
+	secrets := &countingReader{Reader: c}
+	cs := NewClusters(Options{Secrets: secrets, Versions: c})
+	ctx := context.Background()
+	acquire := func(st *convergev1.SyncTarget, wantReads int) *Cluster {
+		t.Helper()
+		cl, err := cs.Acquire(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if secrets.reads != wantReads {
+			t.Fatalf("%d reads of the Secret, want %d", secrets.reads, wantReads)
+		}
+		return cl
+	}
+	a := syncTarget("a", "kc", "")
+	first := acquire(a, 1)
+	for range 3 {
+		if acquire(a, 1) != first {
+			t.Fatal("an unchanged Secret gave another cluster")
+		}
+	}
+	acquire(syncTarget("b", "kc", ""), 2) // b holds nothing yet
+	acquire(syncTarget("b", "kc", ""), 2)
+	if other := acquire(syncTarget("a", "kc", "other"), 3); other == first {
+		t.Fatal("another key of the Secret kept the cluster of the first")
+	}
+	if acquire(a, 4) != first { // back to its first key: read, and the cluster b holds
+		t.Fatal("the first key's cluster is b's")
+	}
+	acquire(a, 4)
+
+	setKubeConfig(t, c, kubeconfig(t, "https://cluster.example.com", func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+		u.Token = "rotated"
+	}))
+	rotated := acquire(a, 5)
+	if rotated == first {
+		t.Fatal("a rotated Secret kept the old cluster")
+	}
+	acquire(a, 5)
+
+	cs.Release(client.ObjectKeyFromObject(a))
+	acquire(a, 6) // released: read again
+
+	uncached := &countingReader{Reader: c}
+	cs = NewClusters(Options{Secrets: uncached})
+	for i := 1; i <= 3; i++ {
+		if _, err := cs.Acquire(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		if uncached.reads != i {
+			t.Fatalf("without Versions: %d reads after %d acquires", uncached.reads, i)
+		}
+	}
+}
