@@ -92,18 +92,10 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 	if err != nil {
 		return nil, err
 	}
-	// The metadata of ConfigMaps and Secrets, watched with drift: what wakes a SyncTarget
-	// whose variables or kubeconfig changed, and tells a remote cluster's Secret unchanged.
-	var metadataCache cache.Cache
-	versions := client.Reader(nil)
-	if !o.DisableDriftWatch {
-		if metadataCache, err = newMetadataCache(mgr); err != nil {
-			return nil, err
-		}
-		versions = metadataCache
+	clusters, metadataCache, err := newClusters(mgr, o)
+	if err != nil {
+		return nil, err
 	}
-	clusters := remote.NewClusters(remote.Options{Secrets: mgr.GetAPIReader(), Versions: versions, Scheme: mgr.GetScheme(),
-		AllowLoopback: o.AllowLoopbackClusters, Networks: o.RemoteClusterNetworks})
 	watchHealth := &WatchHealth{Checker: checker, Config: cfg, Mapper: mgr.GetRESTMapper(),
 		DefaultServiceAccount: o.DefaultServiceAccount, Remote: clusters}
 	clients := &ImpersonatingClients{Config: cfg, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
@@ -130,6 +122,23 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		scheduler: scheduler,
 		metadata:  metadataCache,
 	}, nil
+}
+
+// newClusters makes the remote clusters of the daemon and, watched with drift, the cache of
+// ConfigMaps' and Secrets' metadata: what wakes a SyncTarget whose variables changed, and
+// tells a remote cluster's kubeconfig Secret unchanged.
+func newClusters(mgr ctrl.Manager, o ReconcilerOptions) (*remote.Clusters, cache.Cache, error) {
+	var metadataCache cache.Cache
+	versions := client.Reader(nil)
+	if !o.DisableDriftWatch {
+		var err error
+		if metadataCache, err = newMetadataCache(mgr); err != nil {
+			return nil, nil, err
+		}
+		versions = metadataCache
+	}
+	return remote.NewClusters(remote.Options{Secrets: mgr.GetAPIReader(), Versions: versions, Scheme: mgr.GetScheme(),
+		AllowLoopback: o.AllowLoopbackClusters, Networks: o.RemoteClusterNetworks}), metadataCache, nil
 }
 
 // chartRendersKept is how many chart renders the daemon keeps (see ChartRenders): a few
