@@ -77,18 +77,21 @@ type Clusters struct {
 	opts Options
 
 	mu     sync.Mutex
-	byKey  map[string]*Cluster               // Secret "namespace/name" + "@" + content hash
-	owners map[types.NamespacedName]*Cluster // what each SyncTarget holds
-	readAt map[types.NamespacedName]readAt   // what each SyncTarget's cluster was read from
+	byKey  map[string]*Cluster              // Secret "namespace/name" + "@" + content hash
+	owners map[types.NamespacedName]holding // what each SyncTarget holds
 }
 
-// readAt is the Secret reference and resourceVersion a SyncTarget's cluster was read from.
-type readAt struct{ ref, version string }
+// holding is the cluster a SyncTarget holds, and the Secret reference and resourceVersion
+// it was read from.
+type holding struct {
+	c       *Cluster
+	ref     convergev1.KubeConfigSecretReference
+	version string
+}
 
 // NewClusters returns an empty set of remote clusters.
 func NewClusters(opts Options) *Clusters {
-	return &Clusters{opts: opts, byKey: map[string]*Cluster{}, owners: map[types.NamespacedName]*Cluster{},
-		readAt: map[types.NamespacedName]readAt{}}
+	return &Clusters{opts: opts, byKey: map[string]*Cluster{}, owners: map[types.NamespacedName]holding{}}
 }
 
 // Acquire returns st's cluster, made on first use, held for st until Release or until st
@@ -122,12 +125,11 @@ func (cs *Clusters) Acquire(ctx context.Context, st *convergev1.SyncTarget) (*Cl
 		c.key = key
 		cs.byKey[key] = c
 	}
-	if held := cs.owners[owner]; held != c {
+	if cs.owners[owner].c != c {
 		cs.releaseLocked(owner)
-		cs.owners[owner] = c
 		c.refs++
 	}
-	cs.readAt[owner] = readAt{ref: refKey(ref), version: version}
+	cs.owners[owner] = holding{c: c, ref: ref, version: version}
 	return c, nil
 }
 
@@ -138,22 +140,19 @@ func (cs *Clusters) unchanged(ctx context.Context, owner types.NamespacedName, r
 		return nil
 	}
 	cs.mu.Lock()
-	c, at := cs.owners[owner], cs.readAt[owner]
+	held := cs.owners[owner]
 	cs.mu.Unlock()
-	if c == nil || at.ref != refKey(ref) || at.version == "" {
+	if held.c == nil || held.ref != ref || held.version == "" {
 		return nil
 	}
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	if err := cs.opts.Versions.Get(ctx, client.ObjectKey{Namespace: owner.Namespace, Name: ref.Name}, m); err != nil ||
-		m.ResourceVersion != at.version {
+		m.ResourceVersion != held.version {
 		return nil
 	}
-	return c
+	return held.c
 }
-
-// refKey is a kubeconfig Secret reference as a key: its name and data key.
-func refKey(ref convergev1.KubeConfigSecretReference) string { return ref.Name + "\x00" + ref.Key }
 
 // read returns the kubeconfig of the Secret ref of namespace, and the Secret's
 // resourceVersion.
@@ -176,7 +175,7 @@ func (cs *Clusters) Current(owner types.NamespacedName) *Cluster {
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	return cs.owners[owner]
+	return cs.owners[owner].c
 }
 
 // Release lets go of the cluster owner holds, if any; the last owner of a cluster closes
@@ -191,12 +190,11 @@ func (cs *Clusters) Release(owner types.NamespacedName) {
 }
 
 func (cs *Clusters) releaseLocked(owner types.NamespacedName) {
-	c := cs.owners[owner]
+	c := cs.owners[owner].c
 	if c == nil {
 		return
 	}
 	delete(cs.owners, owner)
-	delete(cs.readAt, owner)
 	c.forget(owner)
 	if c.refs--; c.refs == 0 {
 		delete(cs.byKey, c.key)
