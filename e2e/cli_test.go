@@ -25,7 +25,7 @@ func TestCLI(t *testing.T) {
 		// The repository root is the path: a working copy renders as the daemon renders it.
 		st := s.syncTarget("web", r, func(st *convergev1.SyncTarget) {
 			st.Spec.Path = ""
-			st.Spec.Timeout = &metav1.Duration{Duration: 20 * time.Second}
+			st.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
 		})
 		s.waitHealthy(st, rev1, 90*time.Second)
 

@@ -108,7 +108,7 @@ func TestNotifications(t *testing.T) {
 		good := r.commit(map[string]string{"deploy/web.yaml": deployment("web", 1, "example.com/web:1", "")})
 		st := s.syncTarget("web", r, func(st *convergev1.SyncTarget) {
 			st.Labels = labels
-			st.Spec.Timeout = &metav1.Duration{Duration: 20 * time.Second}
+			st.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
 		})
 		d := startDaemon(t, "notify", "--watch-label-selector", shardLabel+"=notify")
 		s.explainWith(d)

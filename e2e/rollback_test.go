@@ -47,8 +47,11 @@ func TestAutomaticRollback(t *testing.T) {
 			"deploy/web.yaml": deployment("web", 1, "example.com/web:1", ""),
 			"deploy/cm.yaml":  configMap("settings", "good"),
 		})
+		// The bad revision fails on its Deployment's 5 s progress deadline, not on this
+		// timeout; a minute lets a loaded machine terminate the replaced Pods of the next
+		// good commit in time.
 		st := s.syncTarget("web", r, func(st *convergev1.SyncTarget) {
-			st.Spec.Timeout = &metav1.Duration{Duration: 20 * time.Second}
+			st.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
 		})
 		s.waitHealthy(st, good, 90*time.Second)
 
