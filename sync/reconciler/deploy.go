@@ -143,7 +143,7 @@ func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.Re
 	if f != nil {
 		return d, f
 	}
-	c, err := ru.r.clientFor(ru.st)
+	c, err := ru.client(ctx)
 	if err != nil {
 		return d, fail(phaseApply, err)
 	}
@@ -377,6 +377,10 @@ func (ru *run) waitHealthy(ctx context.Context, d *deployment, w healthWait, sin
 	if !ru.st.WaitEnabled() || ru.r.Health == nil {
 		return nil
 	}
+	on, err := ru.cluster(ctx)
+	if err != nil {
+		return fail(phaseHealth, err)
+	}
 	// A SyncTarget that manages itself (converge bootstrap) is not Ready while it waits:
 	// it would wait for itself until the timeout.
 	objects, observed := withoutSelf(ru.key, d.objects), withoutSelf(ru.key, d.applied.Observed)
@@ -390,7 +394,7 @@ func (ru *run) waitHealthy(ctx context.Context, d *deployment, w healthWait, sin
 	onSlow := func() {
 		statusErr = ru.progress(ctx, fmt.Sprintf("waiting for %d objects of %s to become ready", len(objects), w.revision))
 	}
-	if err := ru.r.Health.Wait(waitCtx, ru.r.Client, ru.st, objects, observed, since, left, onSlow); err != nil {
+	if err := ru.r.Health.Wait(waitCtx, on, ru.st, objects, observed, since, left, onSlow); err != nil {
 		if ctx.Err() != nil {
 			// The daemon stops (or lost its lease): the revision did not fail; the next
 			// leader waits for it again.

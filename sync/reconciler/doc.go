@@ -9,8 +9,10 @@
 // a step that lasts (run.progress), which the outcome then replaces.
 //
 // The reconciler's dependencies are interfaces (interfaces.go): Fetcher (the source),
-// Renderer, HealthChecker, Applier and Clients. NewReconciler wires the daemon's; the
-// package reconcilertest has fakes that drive the whole flow in unit tests. What a
+// Renderer, HealthChecker, Applier, and the Clusters of sync/cluster (the daemon's own
+// cluster and the remote ones, each one scope, looked up once per run). NewReconciler
+// wires the daemon's; the package reconcilertest has fakes that drive the whole flow in
+// unit tests, remote targets included. What a
 // SyncTarget's inputs are (credentials, keys, render options, prune rules) is read through
 // sync/target, shared with converge diff and build.
 //

@@ -67,7 +67,7 @@ func newFlow(t *testing.T, revision string, mutate ...func(*convergev1.SyncTarge
 		source: reconcilertest.NewFetcher(revision), objects: reconcilertest.NewRenderer(),
 		health: &reconcilertest.Health{}, key: client.ObjectKeyFromObject(st)}
 	f.r = &Reconciler{Client: c, Fetcher: f.source, Renderer: f.objects, Health: f.health,
-		Applier: reconcilertest.Applier{}, Clients: reconcilertest.Clients{C: c}, Clock: f.clk,
+		Applier: reconcilertest.Applier{}, Clusters: reconcilertest.NewClusters(c), Clock: f.clk,
 		FullSyncInterval: 10 * time.Minute}
 	return f
 }
@@ -83,16 +83,43 @@ func (f *flow) reconcile() *convergev1.SyncTarget {
 }
 
 // live returns the data of the ConfigMap name, nil when it does not exist.
-func (f *flow) live(name string) map[string]any {
-	f.t.Helper()
+func (f *flow) live(name string) map[string]any { return liveIn(f.c, name) }
+
+// liveIn returns the data of the ConfigMap shop/name that c reads, nil when it does not
+// exist.
+func liveIn(c client.Client, name string) map[string]any {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("v1")
 	u.SetKind("ConfigMap")
-	if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: name}, u); err != nil {
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: name}, u); err != nil {
 		return nil
 	}
 	data, _ := u.Object["data"].(map[string]any)
 	return data
+}
+
+// edit changes the value of the ConfigMap shop/name through c, as someone would by hand.
+func (f *flow) edit(c client.Client, name, value string) {
+	f.t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("v1")
+	u.SetKind("ConfigMap")
+	f.g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: name}, u)).To(Succeed())
+	u.Object["data"] = map[string]any{"v": value}
+	f.g.Expect(c.Update(context.Background(), u)).To(Succeed())
+}
+
+// substituteFromEnv makes a SyncTarget read its variables from the ConfigMap env.
+func substituteFromEnv(st *convergev1.SyncTarget) {
+	st.Spec.PostBuild = &convergev1.PostBuildSpec{SubstituteFrom: []convergev1.SubstituteReference{{Kind: "ConfigMap", Name: "env"}}}
+}
+
+// createEnv creates the ConfigMap env on the daemon's cluster, its variable stage set.
+func (f *flow) createEnv(stage string) *corev1.ConfigMap {
+	f.t.Helper()
+	env := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "env"}, Data: map[string]string{"stage": stage}}
+	f.g.Expect(f.c.Create(context.Background(), env)).To(Succeed())
+	return env
 }
 
 func configMap(name, value string) *unstructured.Unstructured {
@@ -227,13 +254,7 @@ func TestFlowRestoresDriftAfterARollback(t *testing.T) {
 
 	// Someone edits the object by hand; the full sync puts the healthy revision back,
 	// not the refused one, and adds no history.
-	u := configMap("web", "edited")
-	u.SetLabels(map[string]string{convergev1.NameLabel: "app", convergev1.NamespaceLabel: "shop"})
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(u.GroupVersionKind())
-	f.g.Expect(f.c.Get(context.Background(), client.ObjectKeyFromObject(u), live)).To(Succeed())
-	u.SetResourceVersion(live.GetResourceVersion())
-	f.g.Expect(f.c.Update(context.Background(), u)).To(Succeed())
+	f.edit(f.c, "web", "edited")
 
 	f.clk.Step(11 * time.Minute) // past FullSyncInterval
 	st := f.reconcile()

@@ -3,18 +3,14 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/health"
-	"github.com/converge-gitops/converge/sync/remote"
+	"github.com/converge-gitops/converge/sync/cluster"
 )
 
 // WatchHealth is the HealthChecker of the daemon: every applied object plus the
@@ -26,23 +22,13 @@ import (
 // account's rights, so that a locked-down daemon needs no read access to what tenants
 // deploy, and a tenant cannot learn through health checks what it may not read.
 type WatchHealth struct {
-	// Checker watches with the daemon's own identity, for SyncTargets that impersonate no one.
-	Checker *health.Checker
-	// Config is the daemon's client config, the base of the impersonating Checkers.
-	Config *rest.Config
-	// Mapper is shared by the impersonating Checkers.
-	Mapper meta.RESTMapper
 	// DefaultServiceAccount is impersonated for SyncTargets that name none, as by the Reconciler.
 	DefaultServiceAccount string
-	// Remote holds the clusters of SyncTargets with spec.kubeConfig (the Clients' own):
-	// their objects are watched there, with the same identity.
-	Remote *remote.Clusters
-
-	checkers sync.Map // impersonated user → *health.Checker
 }
 
-// Wait implements HealthChecker.
-func (h *WatchHealth) Wait(ctx context.Context, _ client.Client, st *convergev1.SyncTarget,
+// Wait implements HealthChecker: the objects are watched on the cluster they are on, with
+// the identity that applied them.
+func (h *WatchHealth) Wait(ctx context.Context, on cluster.Cluster, st *convergev1.SyncTarget,
 	objects, observed []*unstructured.Unstructured, since time.Time, timeout time.Duration, onSlow func()) error {
 	refs := make([]health.ObjectRef, 0, len(objects)+len(st.Spec.HealthChecks))
 	for _, o := range objects {
@@ -55,7 +41,7 @@ func (h *WatchHealth) Wait(ctx context.Context, _ client.Client, st *convergev1.
 		}
 		refs = append(refs, ref)
 	}
-	checker, err := h.checkerOf(ctx, st)
+	checker, err := on.Checker(impersonatedUser(st, h.DefaultServiceAccount))
 	if err != nil {
 		return err
 	}
@@ -73,43 +59,6 @@ func (h *WatchHealth) Wait(ctx context.Context, _ client.Client, st *convergev1.
 		},
 	})
 	return err
-}
-
-// checkerOf returns the Checker of the cluster st deploys to, watching with its identity.
-func (h *WatchHealth) checkerOf(ctx context.Context, st *convergev1.SyncTarget) (*health.Checker, error) {
-	user := impersonatedUser(st, h.DefaultServiceAccount)
-	if st.Spec.KubeConfig == nil {
-		return h.checkerFor(user)
-	}
-	ic := &ImpersonatingClients{Remote: h.Remote}
-	cluster, err := ic.cluster(ctx, st)
-	if err != nil {
-		return nil, err
-	}
-	return cluster.Checker(user)
-}
-
-// checkerFor returns the Checker watching as user on the daemon's cluster; "" is the
-// daemon itself.
-func (h *WatchHealth) checkerFor(user string) (*health.Checker, error) {
-	if user == "" || h.Config == nil {
-		return h.Checker, nil
-	}
-	if c, ok := h.checkers.Load(user); ok {
-		return c.(*health.Checker), nil
-	}
-	var checker *health.Checker
-	var err error
-	if h.Mapper == nil {
-		checker, err = health.New(remote.Impersonating(h.Config, user))
-	} else {
-		checker, err = remote.ImpersonatingChecker(h.Config, h.Mapper, user)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("health checker for %q: %w", user, err)
-	}
-	c, _ := h.checkers.LoadOrStore(user, checker)
-	return c.(*health.Checker), nil
 }
 
 // impersonatedUser is the user a SyncTarget acts as: its service account, else the

@@ -12,6 +12,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/cluster"
 	"github.com/converge-gitops/converge/sync/postbuild"
 )
 
@@ -41,8 +42,10 @@ type Fetcher interface {
 // Renderer turns a checked-out tree into the objects a SyncTarget applies, owner labels
 // and target namespace set, the spec.postBuild variables of vars substituted and, for a
 // chart, its spec.helm values used. A rendering error is the commit's fault (BuildFailed).
+// c is the client st acts with on the cluster its objects go to: a chart's lookup reads
+// through it, its REST mapper tells the scope of kinds; nil, lookup finds nothing.
 type Renderer interface {
-	Render(ctx context.Context, st *convergev1.SyncTarget, root string, vars postbuild.Variables) ([]*unstructured.Unstructured, error)
+	Render(ctx context.Context, st *convergev1.SyncTarget, c client.Client, root string, vars postbuild.Variables) ([]*unstructured.Unstructured, error)
 }
 
 // HealthChecker waits until the objects are healthy, or says which are not. A failure
@@ -51,7 +54,7 @@ type Renderer interface {
 // onSlow, when not nil, is called once from the caller's goroutine when the wait lasts
 // longer than slowWait.
 type HealthChecker interface {
-	Wait(ctx context.Context, c client.Client, st *convergev1.SyncTarget, objects, observed []*unstructured.Unstructured,
+	Wait(ctx context.Context, on cluster.Cluster, st *convergev1.SyncTarget, objects, observed []*unstructured.Unstructured,
 		since time.Time, timeout time.Duration, onSlow func()) error
 }
 
@@ -62,12 +65,6 @@ type HealthChecker interface {
 type Applier interface {
 	Apply(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, live apply.Live,
 		timeout time.Duration, opts apply.Options) (apply.Result, error)
-}
-
-// Clients gives the client a SyncTarget's applies, prunes and reads of its variables go
-// through: ImpersonatingClients is the daemon's.
-type Clients interface {
-	For(st *convergev1.SyncTarget) (client.Client, error)
 }
 
 // slowWait is how long a step (a poll the reconcile waits for, an apply, a health wait)

@@ -31,9 +31,6 @@ type KustomizeRenderer struct {
 	// API reader: Secrets are never listed or cached). Nil, a SyncTarget with
 	// spec.decryption fails to render.
 	Secrets client.Reader
-	// Clients, when set, answer a chart's lookup with the SyncTarget's own client (and
-	// its mapper tells the scope of kinds); nil, lookup finds nothing.
-	Clients Clients
 	// Charts keeps the renders of charts; nil renders every time.
 	Charts *ChartRenders
 	// Pool, when set, renders in worker processes (the daemon's render boundary: what a
@@ -42,14 +39,10 @@ type KustomizeRenderer struct {
 }
 
 // Render implements Renderer.
-func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget, root string, vars postbuild.Variables) ([]*unstructured.Unstructured, error) {
+func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget, c client.Client, root string,
+	vars postbuild.Variables) ([]*unstructured.Unstructured, error) {
 	mapper := k.Mapper
-	var c client.Client
-	if k.Clients != nil {
-		var err error
-		if c, err = k.Clients.For(st); err != nil {
-			return nil, err
-		}
+	if c != nil {
 		if m := c.RESTMapper(); m != nil {
 			mapper = m
 		}

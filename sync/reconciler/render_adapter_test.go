@@ -25,11 +25,11 @@ func TestKustomizeRendererTimeout(t *testing.T) {
 	g.Expect(os.WriteFile(filepath.Join(dir, "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"), 0o644)).To(Succeed())
 	st := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "team"}}
 
-	objs, err := reconciler.KustomizeRenderer{}.Render(context.Background(), st, dir, postbuild.Variables{})
+	objs, err := reconciler.KustomizeRenderer{}.Render(context.Background(), st, nil, dir, postbuild.Variables{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(objs).To(HaveLen(1))
 
-	objs, err = reconciler.KustomizeRenderer{Timeout: time.Nanosecond}.Render(context.Background(), st, dir, postbuild.Variables{})
+	objs, err = reconciler.KustomizeRenderer{Timeout: time.Nanosecond}.Render(context.Background(), st, nil, dir, postbuild.Variables{})
 	g.Expect(objs).To(BeNil())
 	g.Expect(err).To(MatchError(render.ErrRenderTimeout))
 	g.Expect(err.Error()).To(Equal("render exceeded 1ns"))

@@ -35,6 +35,8 @@ type run struct {
 	// unchanged revision is deployed again ("variables changed").
 	vars  postbuild.Variables
 	cause string
+	// scope is the cluster the SyncTarget's objects are on, looked up once per run.
+	scope clusterScope
 }
 
 func (r *Reconciler) newRun(st *convergev1.SyncTarget) *run {
@@ -381,7 +383,7 @@ func (ru *run) restore(ctx context.Context, set *renderedSet, ids map[string]boo
 	}
 	var c client.Client
 	if err == nil {
-		c, err = ru.r.clientFor(ru.st)
+		c, err = ru.client(ctx)
 	}
 	var res apply.Result
 	if err == nil {

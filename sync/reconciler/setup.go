@@ -16,6 +16,7 @@ import (
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sources/charts"
 	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/cluster"
 	"github.com/converge-gitops/converge/sync/drift"
 	"github.com/converge-gitops/converge/sync/remote"
 	"github.com/converge-gitops/converge/sync/render"
@@ -92,28 +93,25 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 	if err != nil {
 		return nil, err
 	}
-	clusters, metadataCache, err := newClusters(mgr, o)
+	remotes, metadataCache, err := newClusters(mgr, o)
 	if err != nil {
 		return nil, err
 	}
-	watchHealth := &WatchHealth{Checker: checker, Config: cfg, Mapper: mgr.GetRESTMapper(),
-		DefaultServiceAccount: o.DefaultServiceAccount, Remote: clusters}
-	clients := &ImpersonatingClients{Config: cfg, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultServiceAccount: o.DefaultServiceAccount, Remote: clusters}
+	local := cluster.NewLocal(cluster.LocalOptions{Config: cfg, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Checker: checker, Drift: drifts})
 	return &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("converge"),
 		Fetcher:   SourceFetchers{Git: fetcher, Chart: chartFetcher},
 		Renderer: KustomizeRenderer{Mapper: mgr.GetRESTMapper(), Timeout: o.RenderTimeout, Secrets: mgr.GetAPIReader(),
-			Clients: clients, Charts: NewChartRenders(chartRendersKept), Pool: o.RenderPool},
-		Health:                watchHealth,
+			Charts: NewChartRenders(chartRendersKept), Pool: o.RenderPool},
+		Health:                &WatchHealth{DefaultServiceAccount: o.DefaultServiceAccount},
 		Applier:               apply.Applier{Concurrency: o.ApplyConcurrency},
-		Clients:               clients,
+		Clusters:              cluster.NewSet(local, remotes),
 		Clock:                 clock.RealClock{},
 		DefaultServiceAccount: o.DefaultServiceAccount,
 		FullSyncInterval:      o.FullSyncInterval,
-		Drift:                 drifts,
 		WatchVariables:        !o.DisableDriftWatch,
 
 		NoCrossNamespaceDependencies: o.NoCrossNamespaceDependencies,

@@ -19,7 +19,7 @@ import (
 	"github.com/converge-gitops/converge/health"
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sync/apply"
-	"github.com/converge-gitops/converge/sync/drift"
+	"github.com/converge-gitops/converge/sync/cluster"
 )
 
 // Finalizer lets converge prune (or orphan) a SyncTarget's objects when it is deleted.
@@ -37,15 +37,14 @@ type Reconciler struct {
 	Renderer Renderer
 	Health   HealthChecker
 	Applier  Applier
-	// Clients gives the client each SyncTarget acts with.
-	Clients Clients
-	Clock   clock.Clock
+	// Clusters give the cluster each SyncTarget's objects are on, and the daemon's own
+	// (cluster.Set is the daemon's).
+	Clusters cluster.Clusters
+	Clock    clock.Clock
 	// DefaultServiceAccount is impersonated for SyncTargets that name none (multi-tenancy).
 	DefaultServiceAccount string
 	// FullSyncInterval is how often an unchanged revision is re-applied anyway.
 	FullSyncInterval time.Duration
-	// Drift watches managed objects; nil turns self-healing off (the full sync remains).
-	Drift *drift.Watcher
 	// NoCrossNamespaceDependencies refuses dependsOn entries naming another namespace
 	// (multi-tenancy: a tenant must not learn whether another namespace's SyncTarget
 	// exists or is Ready).
@@ -195,17 +194,14 @@ func (r *Reconciler) event(st *convergev1.SyncTarget, typ, reason, revision, msg
 	r.Recorder.Eventf(st, nil, typ, reason, "Sync", "%s", note)
 }
 
-// clientFor returns the client applies and prunes go through (see Clients).
-func (r *Reconciler) clientFor(st *convergev1.SyncTarget) (client.Client, error) {
-	return r.Clients.For(st)
-}
-
 // Forget drops everything kept of a SyncTarget that is gone: its state, its poller
 // subscription and fresh-resolve marks (the fetcher), and the drift seen of its objects.
 func (r *Reconciler) Forget(key client.ObjectKey) {
 	r.Fetcher.Forget(key)
-	r.Drift.Forget(key)
-	releaseCluster(r.Clients, key)
+	r.localDrift().Forget(key)
+	if r.Clusters != nil {
+		r.Clusters.Release(key)
+	}
 	r.states.forget(key)
 }
 
@@ -224,8 +220,8 @@ func (r *Reconciler) finalize(ctx context.Context, st *convergev1.SyncTarget) (c
 	if !controllerutil.ContainsFinalizer(st, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	if st.Spec.Prune && !st.Spec.Suspend && st.Status.Inventory != nil && !r.remoteSecretGone(st) {
-		c, err := r.clientFor(st)
+	if st.Spec.Prune && !st.Spec.Suspend && st.Status.Inventory != nil && !r.remoteSecretGone(ctx, st) {
+		c, err := r.clientFor(ctx, st)
 		if err != nil {
 			return ctrl.Result{}, err
 		}

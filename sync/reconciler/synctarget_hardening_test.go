@@ -40,6 +40,7 @@ import (
 	"github.com/converge-gitops/converge/internal/gittest"
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/cluster"
 	"github.com/converge-gitops/converge/sync/reconciler"
 	"github.com/converge-gitops/converge/sync/reconciler/reconcilertest"
 )
@@ -541,8 +542,7 @@ func TestHardeningDefaultServiceAccount(t *testing.T) {
 		return &reconciler.Reconciler{
 			Client: c, Fetcher: dirFetcher(dir), Renderer: reconciler.KustomizeRenderer{Mapper: mapper},
 			Applier: apply.Applier{}, Clock: clock.RealClock{}, DefaultServiceAccount: defaultServiceAccount,
-			Clients: &reconciler.ImpersonatingClients{Config: admin, Scheme: scheme, Mapper: mapper,
-				DefaultServiceAccount: defaultServiceAccount},
+			Clusters: cluster.NewSet(cluster.NewLocal(cluster.LocalOptions{Config: admin, Scheme: scheme, Mapper: mapper}), nil),
 		}
 	}
 	run := func(r *reconciler.Reconciler, st *convergev1.SyncTarget) *metav1.Condition {

@@ -48,8 +48,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if err != nil {
 		return err
 	}
-	if r.Drift != nil {
-		b = b.WatchesRawSource(source.Channel(r.Drift.Events, &handler.EnqueueRequestForObject{}))
+	if w := r.localDrift(); w != nil {
+		b = b.WatchesRawSource(source.Channel(w.Events, &handler.EnqueueRequestForObject{}))
 	}
 	if wake := r.Fetcher.Wakeups(); wake != nil {
 		b = b.WatchesRawSource(source.Channel(wake, &handler.EnqueueRequestForObject{}))

@@ -48,7 +48,11 @@ func (ru *run) readVariables(ctx context.Context) *outcome {
 
 // renderTree renders a checked-out tree, with the run's variables substituted.
 func (ru *run) renderTree(ctx context.Context, dir string) ([]*unstructured.Unstructured, error) {
-	return ru.r.Renderer.Render(ctx, ru.st, dir, ru.vars)
+	c, err := ru.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ru.r.Renderer.Render(ctx, ru.st, c, dir, ru.vars)
 }
 
 // variablesState compares the digest of the variables read now with the one the last

@@ -1,5 +1,5 @@
 // Package reconcilertest has fakes of the reconciler's dependencies — source, renderer,
-// health and applier — so that the reconcile flow can be driven in plain unit tests, with a
+// health, applier and the clusters, the daemon's own and remote ones — so that the reconcile flow can be driven in plain unit tests, with a
 // fake clock and a fake client, and envtest is kept for what needs a real API server.
 package reconcilertest
 
@@ -20,6 +20,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sync/apply"
+	"github.com/converge-gitops/converge/sync/cluster"
 	"github.com/converge-gitops/converge/sync/postbuild"
 	"github.com/converge-gitops/converge/sync/render"
 )
@@ -163,7 +164,8 @@ func (r *Renderer) Renders() int {
 
 // Render returns copies of the objects of the revision checked out at root, "${name}" in
 // their annotations and string data replaced by the variables of vars.
-func (r *Renderer) Render(_ context.Context, st *convergev1.SyncTarget, root string, vars postbuild.Variables) ([]*unstructured.Unstructured, error) {
+func (r *Renderer) Render(_ context.Context, st *convergev1.SyncTarget, _ client.Client, root string,
+	vars postbuild.Variables) ([]*unstructured.Unstructured, error) {
 	revision, ok := strings.CutPrefix(root, checkoutPrefix)
 	if !ok {
 		return nil, fmt.Errorf("%s is no checkout of the fake fetcher", root)
@@ -220,7 +222,7 @@ type Health struct {
 }
 
 // Wait implements the reconciler's HealthChecker.
-func (h *Health) Wait(ctx context.Context, _ client.Client, _ *convergev1.SyncTarget, objects, _ []*unstructured.Unstructured,
+func (h *Health) Wait(ctx context.Context, _ cluster.Cluster, _ *convergev1.SyncTarget, objects, _ []*unstructured.Unstructured,
 	_ time.Time, _ time.Duration, _ func()) error {
 	if h.Hook != nil {
 		return h.Hook(ctx, objects)
@@ -266,12 +268,6 @@ func (Applier) Apply(ctx context.Context, c client.Client, objects []*unstructur
 	}
 	return res, nil
 }
-
-// Clients give every SyncTarget the one client C.
-type Clients struct{ C client.Client }
-
-// For implements the reconciler's Clients.
-func (c Clients) For(*convergev1.SyncTarget) (client.Client, error) { return c.C, nil }
 
 // substitute replaces "${name}" in o's annotations and string data by sub's variables.
 func substitute(o *unstructured.Unstructured, sub *render.Substitution) {

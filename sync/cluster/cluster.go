@@ -1,0 +1,195 @@
+// Package cluster is where a SyncTarget's objects are: the daemon's own cluster, or the
+// remote one its spec.kubeConfig names. Either is one Cluster: a client and a health
+// checker per impersonated identity, a drift watcher and a REST mapper, each made once
+// and shared by the SyncTargets deploying there.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/health"
+	"github.com/converge-gitops/converge/sync/drift"
+	"github.com/converge-gitops/converge/sync/remote"
+)
+
+// Cluster is one cluster SyncTargets deploy to.
+type Cluster interface {
+	// Name is "" for the daemon's own cluster, the kubeconfig Secret "namespace/name" of
+	// a remote one.
+	Name() string
+	// Client returns the client acting as user ("" is the daemon, or the kubeconfig's own
+	// identity). It reads straight from the API server and can watch: a cached client
+	// would start a cluster-wide informer for every kind ever applied.
+	Client(user string) (client.Client, error)
+	// Checker returns the health Checker watching as user: a SyncTarget's objects are
+	// health-checked with the rights that applied them.
+	Checker(user string) (*health.Checker, error)
+	// Drift returns the cluster's drift watcher for owner, nil when drift is not
+	// watched; first reports a watcher new to owner, which is then to be given the
+	// kinds of owner's inventory.
+	Drift(owner types.NamespacedName) (w *drift.Watcher, first bool, err error)
+	// Mapper is the cluster's REST mapper.
+	Mapper() meta.RESTMapper
+}
+
+// Clusters gives each SyncTarget its Cluster. Set is the daemon's.
+type Clusters interface {
+	// For returns the cluster st's objects are on.
+	For(ctx context.Context, st *convergev1.SyncTarget) (Cluster, error)
+	// Local is the daemon's own cluster, where every SyncTarget's Secrets, variables
+	// and status are, also when its objects are on a remote one.
+	Local() Cluster
+	// Release lets go of what owner held on a remote cluster (it is gone).
+	Release(owner types.NamespacedName)
+}
+
+// ErrNoRemote refuses a SyncTarget with spec.kubeConfig in a daemon without remote
+// clusters.
+var ErrNoRemote = errors.New("spec.kubeConfig: this daemon does not deploy to remote clusters")
+
+// Local is the daemon's own cluster.
+type Local struct {
+	config  *rest.Config
+	scheme  *runtime.Scheme
+	mapper  meta.RESTMapper
+	checker *health.Checker
+	drift   *drift.Watcher
+
+	mu       sync.Mutex
+	clients  map[string]client.Client
+	checkers map[string]*health.Checker
+}
+
+// LocalOptions are what the daemon's own cluster is made of.
+type LocalOptions struct {
+	// Config is the daemon's client config, the base of every impersonating client.
+	Config *rest.Config
+	// Scheme and Mapper are the manager's.
+	Scheme *runtime.Scheme
+	Mapper meta.RESTMapper
+	// Checker watches with the daemon's own identity; nil makes one from Config.
+	Checker *health.Checker
+	// Drift is the daemon's drift watcher; nil when drift is not watched.
+	Drift *drift.Watcher
+}
+
+// NewLocal returns the daemon's own cluster.
+func NewLocal(o LocalOptions) *Local {
+	return &Local{config: o.Config, scheme: o.Scheme, mapper: o.Mapper, checker: o.Checker, drift: o.Drift,
+		clients: map[string]client.Client{}, checkers: map[string]*health.Checker{}}
+}
+
+// Name implements Cluster: the daemon's cluster has none.
+func (l *Local) Name() string { return "" }
+
+// Client implements Cluster; a client is made once per user.
+func (l *Local) Client(user string) (client.Client, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c, ok := l.clients[user]; ok {
+		return c, nil
+	}
+	c, err := client.NewWithWatch(remote.Impersonating(l.config, user), client.Options{Scheme: l.scheme, Mapper: l.mapper})
+	if err != nil {
+		return nil, fmt.Errorf("client for %q: %w", user, err)
+	}
+	l.clients[user] = c
+	return c, nil
+}
+
+// Checker implements Cluster; a checker is made once per user, the daemon's own is
+// LocalOptions.Checker.
+func (l *Local) Checker(user string) (*health.Checker, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if user == "" && l.checker != nil {
+		return l.checker, nil
+	}
+	if c, ok := l.checkers[user]; ok {
+		return c, nil
+	}
+	var checker *health.Checker
+	var err error
+	if l.mapper == nil {
+		checker, err = health.New(remote.Impersonating(l.config, user))
+	} else {
+		checker, err = remote.ImpersonatingChecker(l.config, l.mapper, user)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("health checker for %q: %w", user, err)
+	}
+	l.checkers[user] = checker
+	return checker, nil
+}
+
+// Drift implements Cluster: the daemon's watcher watches every owner's kinds from the
+// apply on, so it is never new to one.
+func (l *Local) Drift(types.NamespacedName) (*drift.Watcher, bool, error) { return l.drift, false, nil }
+
+// Mapper implements Cluster.
+func (l *Local) Mapper() meta.RESTMapper { return l.mapper }
+
+// Set is the daemon's Clusters: its own, and the remote clusters of kubeconfig Secrets.
+type Set struct {
+	local  *Local
+	remote *remote.Clusters
+}
+
+// NewSet returns the clusters of a daemon; a nil remote refuses SyncTargets with
+// spec.kubeConfig.
+func NewSet(local *Local, remote *remote.Clusters) *Set { return &Set{local: local, remote: remote} }
+
+// For implements Clusters. A remote cluster's kubeconfig Secret is read again only when it
+// changed (see remote.Clusters.Acquire); a SyncTarget that left its remote cluster lets
+// go of it.
+func (s *Set) For(ctx context.Context, st *convergev1.SyncTarget) (Cluster, error) {
+	owner := types.NamespacedName{Namespace: st.Namespace, Name: st.Name}
+	if st.Spec.KubeConfig == nil {
+		s.Release(owner)
+		return s.local, nil
+	}
+	if s.remote == nil {
+		return nil, ErrNoRemote
+	}
+	c, err := s.remote.Acquire(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	return &remoteCluster{c: c, parent: s.local.drift}, nil
+}
+
+// Local implements Clusters.
+func (s *Set) Local() Cluster { return s.local }
+
+// Release implements Clusters.
+func (s *Set) Release(owner types.NamespacedName) {
+	if s.remote != nil {
+		s.remote.Release(owner)
+	}
+}
+
+// remoteCluster is a remote.Cluster as a Cluster: its drift watcher wakes SyncTargets
+// through the daemon's.
+type remoteCluster struct {
+	c      *remote.Cluster
+	parent *drift.Watcher
+}
+
+func (r *remoteCluster) Name() string                                 { return r.c.Name }
+func (r *remoteCluster) Client(user string) (client.Client, error)    { return r.c.Client(user) }
+func (r *remoteCluster) Checker(user string) (*health.Checker, error) { return r.c.Checker(user) }
+func (r *remoteCluster) Mapper() meta.RESTMapper                      { return r.c.RESTMapper() }
+
+func (r *remoteCluster) Drift(owner types.NamespacedName) (*drift.Watcher, bool, error) {
+	return r.c.Drift(r.parent, owner)
+}
