@@ -13,6 +13,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sync/apply"
+	hookspkg "github.com/converge-gitops/converge/sync/hooks"
 	"github.com/converge-gitops/converge/sync/target"
 )
 
@@ -25,10 +26,8 @@ type deployment struct {
 	pruned    apply.PruneResult
 	// incremental: only the objects that changed since the last sync were applied.
 	incremental bool
-	// hooks are a chart's hook objects, run apart around the apply (see hooks.go); pre is
-	// the event of those run before it.
+	// hooks are the hook objects of the revision, run apart around the apply (see hooks.go).
 	hooks []*unstructured.Unstructured
-	pre   string
 }
 
 func (d *deployment) summary() string {
@@ -135,8 +134,10 @@ func (ru *run) rollback(ctx context.Context, revision, healthy string, f failure
 		message: fmt.Sprintf("%s; rolled back to %s (%s)", failMsg, healthy, rb.summary())}
 }
 
-// deploy checks out, renders, applies, prunes against previous and health-checks one
-// revision. The deployment returned says what was done, also on failure.
+// deploy checks out and renders one revision, then runs the steps its render calls for
+// (see steps): prune guard, ownership, pending inventory, apply and prune against
+// previous, health, and a chart's or hooks' own. The deployment returned says what was
+// done, also on failure.
 func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.ResourceInventory) (*deployment, *failure) {
 	d := &deployment{revision: w.revision, inventory: &convergev1.ResourceInventory{}}
 	objects, f := ru.render(ctx, w.revision)
@@ -147,41 +148,13 @@ func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.Re
 	if err != nil {
 		return d, fail(phaseApply, err)
 	}
-	if d.objects, d.hooks, err = ru.chartObjects(ctx, c, objects); err != nil {
-		return d, fail(phaseApply, err)
-	}
-	objects, d.pre = d.objects, hookEvent("pre", ru.st, w)
-	d.inventory = apply.NewInventory(objects)
-	stale, f := ru.guardPrune(ctx, w, previous, d)
-	if f != nil {
-		return d, f
-	}
-	t := ru.r.Clock.Now()
-	live, err := apply.CheckOwnershipCached(ctx, c, ru.key, ru.r.ownerExists, ru.drift().Managed(ctx), objects)
-	if err != nil {
-		return d, fail(phaseApply, err)
-	}
-	t = ru.r.timed("ownership", t)
-	said, err := ru.writePending(ctx, w.revision, previous, d.inventory)
-	if err != nil {
-		return d, fail(phaseStatus, err)
-	}
-	since, timeout := ru.r.Clock.Now(), ru.st.GetTimeout()
-	applyCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if f := ru.applyAndPrune(applyCtx, c, d, live, stale, timeout, t, said); f != nil {
-		return d, f
-	}
-	t = ru.r.Clock.Now()
-	if f := ru.waitHealthy(ctx, d, w, since, timeout); f != nil {
-		return d, f
-	}
-	ru.r.timed("health", t)
-	if f := ru.runHooks(ctx, c, d, hookEvent("post", ru.st, w), timeout-ru.r.Clock.Since(since)); f != nil {
-		return d, f
-	}
-	if err := ru.removeReleaseSecrets(ctx, c); err != nil {
-		return d, fail(phaseApply, err)
+	d.objects, d.hooks = hookspkg.Split(objects)
+	d.inventory = apply.NewInventory(d.objects)
+	ds := &deploying{d: d, w: w, previous: previous, c: c}
+	for _, s := range ru.steps(d, w) {
+		if f := s.run(ctx, ds); f != nil {
+			return d, f
+		}
 	}
 	return d, nil
 }
@@ -212,7 +185,6 @@ func (ru *run) guardPrune(ctx context.Context, w healthWait, previous *convergev
 			}
 		}
 	}
-	stale = keepChartCRDs(ru.st, stale)
 	switch {
 	case errors.Is(err, apply.ErrWouldPruneAll):
 		return nil, &failure{reason: convergev1.PruneFailedReason, then: failRevision,
@@ -301,9 +273,6 @@ func (ru *run) applyAndPrune(ctx context.Context, c client.Client, d *deployment
 		done = ru.progressIfSlow(ctx, "applying "+d.revision)
 	}
 	f := func() *failure {
-		if f := ru.runHooks(ctx, c, d, d.pre, timeout); f != nil {
-			return f
-		}
 		if err := ru.applyObjects(ctx, c, d, live, timeout, incremental); err != nil {
 			d.inventory = changedInventory(d.applied)
 			return fail(phaseApply, err)
