@@ -14,12 +14,6 @@ import (
 	"github.com/converge-gitops/converge/sync/apply"
 )
 
-// isHelm reports whether the SyncTarget deploys a chart by its spec: spec.chart, or
-// spec.helm for a chart kept in Git.
-func isHelm(st *convergev1.SyncTarget) bool {
-	return st.IsChart() || st.Spec.Helm != nil
-}
-
 // createOnlyCRDs is a chart's step under the Create CRD policy: it leaves out of the
 // revision's objects the CRDs that exist already, which are never changed.
 func (ru *run) createOnlyCRDs(ctx context.Context, ds *deploying) *failure {

@@ -39,10 +39,13 @@ func TestDeploySteps(t *testing.T) {
 
 	chart := &convergev1.SyncTarget{Spec: convergev1.SyncTargetSpec{Helm: &convergev1.HelmSpec{CRDs: convergev1.CRDsCreate,
 		RemoveReleaseSecrets: true}}}
-	g.Expect(stepNames(chart, &deployment{}, healthWait{})).To(Equal([]string{stepCRDs, stepPruneGuard, stepKeepCRDs,
+	g.Expect(stepNames(chart, &deployment{chart: true}, healthWait{})).To(Equal([]string{stepCRDs, stepPruneGuard, stepKeepCRDs,
 		stepOwnership, stepPending, stepApply, stepHealth, stepReleaseSecrets}))
+	g.Expect(stepNames(&convergev1.SyncTarget{}, &deployment{chart: true}, healthWait{})).
+		To(Equal([]string{stepPruneGuard, stepKeepCRDs, stepOwnership, stepPending, stepApply, stepHealth}),
+			"a chart directory in Git without spec.helm is a chart: its CRDs are kept")
 	chart.Spec.Helm = &convergev1.HelmSpec{PruneCRDs: true}
-	g.Expect(stepNames(chart, &deployment{}, healthWait{})).To(Equal(core), "pruneCRDs: a chart's CRDs are pruned as any object")
+	g.Expect(stepNames(chart, &deployment{chart: true}, healthWait{})).To(Equal(core), "pruneCRDs: a chart's CRDs are pruned as any object")
 }
 
 // TestChartCRDsAreNotPrunedUnlessAsked: a CRD that left a chart stays (deleting it would
@@ -55,7 +58,7 @@ func TestChartCRDsAreNotPrunedUnlessAsked(t *testing.T) {
 	chart := &convergev1.SyncTarget{Spec: convergev1.SyncTargetSpec{Helm: &convergev1.HelmSpec{}}}
 	ru := &run{r: &Reconciler{}, st: chart}
 	ds := &deploying{stale: stale}
-	for _, s := range ru.steps(&deployment{}, healthWait{}) {
+	for _, s := range ru.steps(&deployment{chart: true}, healthWait{}) {
 		if s.name == stepKeepCRDs {
 			if f := s.run(context.Background(), ds); f != nil {
 				t.Fatal(f.err)

@@ -14,6 +14,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sync/apply"
 	hookspkg "github.com/converge-gitops/converge/sync/hooks"
+	"github.com/converge-gitops/converge/sync/render"
 	"github.com/converge-gitops/converge/sync/target"
 )
 
@@ -28,6 +29,8 @@ type deployment struct {
 	incremental bool
 	// hooks are the hook objects of the revision, run apart around the apply (see hooks.go).
 	hooks []*unstructured.Unstructured
+	// chart: the revision rendered as a Helm chart.
+	chart bool
 }
 
 func (d *deployment) summary() string {
@@ -140,7 +143,7 @@ func (ru *run) rollback(ctx context.Context, revision, healthy string, f failure
 // done, also on failure.
 func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.ResourceInventory) (*deployment, *failure) {
 	d := &deployment{revision: w.revision, inventory: &convergev1.ResourceInventory{}}
-	objects, f := ru.render(ctx, w.revision)
+	out, f := ru.render(ctx, w.revision)
 	if f != nil {
 		return d, f
 	}
@@ -148,7 +151,8 @@ func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.Re
 	if err != nil {
 		return d, fail(phaseApply, err)
 	}
-	d.objects, d.hooks = hookspkg.Split(objects)
+	d.objects, d.hooks = hookspkg.Split(out.Objects)
+	d.chart = out.Chart
 	d.inventory = apply.NewInventory(d.objects)
 	ds := &deploying{d: d, w: w, previous: previous, c: c}
 	for _, s := range ru.steps(d, w) {
@@ -210,11 +214,11 @@ func (ru *run) healthyEntries(ctx context.Context, inv *convergev1.ResourceInven
 			declared[id] = true
 		}
 	} else {
-		objects, f := ru.render(ctx, h)
+		out, f := ru.render(ctx, h)
 		if f != nil {
 			return nil
 		}
-		for _, o := range objects {
+		for _, o := range out.Objects {
 			declared[apply.ObjectID(o)] = true
 		}
 	}
@@ -231,19 +235,19 @@ func (ru *run) healthyEntries(ctx context.Context, inv *convergev1.ResourceInven
 }
 
 // render checks revision out and renders it.
-func (ru *run) render(ctx context.Context, revision string) ([]*unstructured.Unstructured, *failure) {
+func (ru *run) render(ctx context.Context, revision string) (*render.Result, *failure) {
 	t := ru.r.Clock.Now()
 	dir, err := ru.r.Fetcher.Checkout(ctx, ru.st, revision)
 	if err != nil {
 		return nil, fail(phaseCheckout, err)
 	}
 	t = ru.r.timed("checkout", t)
-	objects, err := ru.renderTree(ctx, dir)
+	out, err := ru.renderTree(ctx, dir)
 	if err != nil {
 		return nil, fail(phaseRender, err)
 	}
 	ru.r.timed("render", t)
-	return objects, nil
+	return out, nil
 }
 
 // writePending records in the status, before anything is written to the cluster, every

@@ -14,6 +14,7 @@ import (
 	"github.com/converge-gitops/converge/sync/apply"
 	"github.com/converge-gitops/converge/sync/cluster"
 	"github.com/converge-gitops/converge/sync/postbuild"
+	"github.com/converge-gitops/converge/sync/render"
 )
 
 // Fetcher gives the reconciler the commit a SyncTarget's source points at, and its tree.
@@ -44,8 +45,11 @@ type Fetcher interface {
 // chart, its spec.helm values used. A rendering error is the commit's fault (BuildFailed).
 // c is the client st acts with on the cluster its objects go to: a chart's lookup reads
 // through it, its REST mapper tells the scope of kinds; nil, lookup finds nothing.
+// The result's Chart says whether the revision is a Helm chart (from a chart repository,
+// or a directory holding a Chart.yaml): the one answer to "is this a chart?" that a
+// deploy's steps follow.
 type Renderer interface {
-	Render(ctx context.Context, st *convergev1.SyncTarget, c client.Client, root string, vars postbuild.Variables) ([]*unstructured.Unstructured, error)
+	Render(ctx context.Context, st *convergev1.SyncTarget, c client.Client, root string, vars postbuild.Variables) (*render.Result, error)
 }
 
 // HealthChecker waits until the objects are healthy, or says which are not. A failure

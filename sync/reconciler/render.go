@@ -40,7 +40,7 @@ type KustomizeRenderer struct {
 
 // Render implements Renderer.
 func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget, c client.Client, root string,
-	vars postbuild.Variables) ([]*unstructured.Unstructured, error) {
+	vars postbuild.Variables) (*render.Result, error) {
 	mapper := k.Mapper
 	if c != nil {
 		if m := c.RESTMapper(); m != nil {
@@ -57,7 +57,7 @@ func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget
 	}
 	key := k.Charts.key(st, opts)
 	if objs, ok := k.Charts.get(key); ok {
-		return objs, nil
+		return &render.Result{Objects: objs, Chart: true}, nil
 	}
 	res, err := k.render(ctx, st.Namespace, opts)
 	if err != nil {
@@ -66,7 +66,7 @@ func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget
 	if res.Chart {
 		k.Charts.put(key, res.Objects)
 	}
-	return res.Objects, nil
+	return res, nil
 }
 
 func (k KustomizeRenderer) render(ctx context.Context, tenant string, opts render.Options) (*render.Result, error) {

@@ -25,12 +25,30 @@ func TestKustomizeRendererTimeout(t *testing.T) {
 	g.Expect(os.WriteFile(filepath.Join(dir, "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"), 0o644)).To(Succeed())
 	st := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "team"}}
 
-	objs, err := reconciler.KustomizeRenderer{}.Render(context.Background(), st, nil, dir, postbuild.Variables{})
+	out, err := reconciler.KustomizeRenderer{}.Render(context.Background(), st, nil, dir, postbuild.Variables{})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(objs).To(HaveLen(1))
+	g.Expect(out.Objects).To(HaveLen(1))
+	g.Expect(out.Chart).To(BeFalse())
 
-	objs, err = reconciler.KustomizeRenderer{Timeout: time.Nanosecond}.Render(context.Background(), st, nil, dir, postbuild.Variables{})
-	g.Expect(objs).To(BeNil())
+	out, err = reconciler.KustomizeRenderer{Timeout: time.Nanosecond}.Render(context.Background(), st, nil, dir, postbuild.Variables{})
+	g.Expect(out).To(BeNil())
 	g.Expect(err).To(MatchError(render.ErrRenderTimeout))
 	g.Expect(err.Error()).To(Equal("render exceeded 1ns"))
+}
+
+// TestKustomizeRendererSaysChart: a directory holding a Chart.yaml renders as a chart also
+// without spec.helm, and the renderer says so — the answer a deploy's chart steps follow.
+func TestKustomizeRendererSaysChart(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	g.Expect(os.MkdirAll(filepath.Join(dir, "templates"), 0o755)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: web\nversion: 0.1.0\n"), 0o644)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(dir, "templates", "cm.yaml"),
+		[]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Release.Name }}}\n"), 0o644)).To(Succeed())
+	st := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "team"}}
+	out, err := reconciler.KustomizeRenderer{}.Render(context.Background(), st, nil, dir, postbuild.Variables{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out.Chart).To(BeTrue())
+	g.Expect(out.Objects).To(HaveLen(1))
+	g.Expect(out.Objects[0].GetName()).To(Equal("app"))
 }

@@ -338,7 +338,8 @@ func (ru *run) hold(ctx context.Context, full bool) outcome {
 	set := ru.state.rendered
 	if set == nil || set.revision != held || set.generation != ru.st.Generation {
 		// Not in memory (a restart, or no drift watch): render the held revision again.
-		objects, f := ru.render(ctx, held)
+		out, f := ru.render(ctx, held)
+		objects := out.Objects
 		if f != nil {
 			return outcome{kind: idle, reason: f.reason, message: "restoring " + held + ": " + f.err.Error(), err: f.err}
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 // A deploy is a list of named steps, chosen once from what the revision rendered to (see
-// steps): every revision's objects go through the prune guard, the ownership check, the
+// steps; whether it is a chart is the render's answer): every revision's objects go through the prune guard, the ownership check, the
 // pending inventory, the apply (and prune) and the health wait; hooks add a step before
 // the apply and one after the wait; a chart adds its CRD policy and the removal of Helm's
 // release Secrets. The first step that fails ends the deploy with its failure.
@@ -58,8 +58,7 @@ const (
 
 // steps returns the steps of deploying d (its objects and hooks split already) for w.
 func (ru *run) steps(d *deployment, w healthWait) []step {
-	st := ru.st
-	chart := isHelm(st)
+	st, chart := ru.st, d.chart
 	var out []step
 	add := func(name string, run func(ctx context.Context, ds *deploying) *failure) {
 		out = append(out, step{name: name, run: run})

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -18,6 +17,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sync/postbuild"
+	"github.com/converge-gitops/converge/sync/render"
 )
 
 // The spec.postBuild variables in a sync: read at every sync (one Get per referent, with
@@ -47,7 +47,7 @@ func (ru *run) readVariables(ctx context.Context) *outcome {
 }
 
 // renderTree renders a checked-out tree, with the run's variables substituted.
-func (ru *run) renderTree(ctx context.Context, dir string) ([]*unstructured.Unstructured, error) {
+func (ru *run) renderTree(ctx context.Context, dir string) (*render.Result, error) {
 	c, err := ru.client(ctx)
 	if err != nil {
 		return nil, err

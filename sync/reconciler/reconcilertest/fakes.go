@@ -163,9 +163,18 @@ func (r *Renderer) Renders() int {
 }
 
 // Render returns copies of the objects of the revision checked out at root, "${name}" in
-// their annotations and string data replaced by the variables of vars.
+// their annotations and string data replaced by the variables of vars; a SyncTarget with
+// spec.chart or spec.helm renders as a chart.
 func (r *Renderer) Render(_ context.Context, st *convergev1.SyncTarget, _ client.Client, root string,
-	vars postbuild.Variables) ([]*unstructured.Unstructured, error) {
+	vars postbuild.Variables) (*render.Result, error) {
+	objects, err := r.objectsOf(st, root, vars)
+	if err != nil {
+		return nil, err
+	}
+	return &render.Result{Objects: objects, Chart: st.IsChart() || st.Spec.Helm != nil}, nil
+}
+
+func (r *Renderer) objectsOf(st *convergev1.SyncTarget, root string, vars postbuild.Variables) ([]*unstructured.Unstructured, error) {
 	revision, ok := strings.CutPrefix(root, checkoutPrefix)
 	if !ok {
 		return nil, fmt.Errorf("%s is no checkout of the fake fetcher", root)
