@@ -38,7 +38,7 @@ type ReconcilerOptions struct {
 	// of every kind applied need rights a locked-down (multi-tenant) daemon does not have;
 	// drift is then corrected by the full sync every FullSyncInterval. It also turns off
 	// the metadata watch of the ConfigMaps and Secrets spec.postBuild.substituteFrom names
-	// (Reconciler.WatchVariables), which needs list and watch cluster-wide as well.
+	// (the Reconciler's metadata cache), which needs list and watch cluster-wide as well.
 	DisableDriftWatch bool
 	// NoCrossNamespaceDependencies refuses dependsOn entries naming another namespace.
 	NoCrossNamespaceDependencies bool
@@ -112,7 +112,6 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		Clock:                 clock.RealClock{},
 		DefaultServiceAccount: o.DefaultServiceAccount,
 		FullSyncInterval:      o.FullSyncInterval,
-		WatchVariables:        !o.DisableDriftWatch,
 
 		NoCrossNamespaceDependencies: o.NoCrossNamespaceDependencies,
 		MaxConcurrentPerNamespace:    o.MaxConcurrentPerNamespace,

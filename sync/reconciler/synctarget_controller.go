@@ -52,13 +52,12 @@ type Reconciler struct {
 	// MaxConcurrentPerNamespace caps the reconciles of one namespace that run at once
 	// (see NamespaceLimiter); zero or less leaves them uncapped.
 	MaxConcurrentPerNamespace int
-	// WatchVariables watches (metadata only, cluster-wide) the ConfigMaps and Secrets that
-	// spec.postBuild.substituteFrom names, so that a change to one deploys at once;
-	// without it the change is picked up at the SyncTarget's interval.
-	WatchVariables bool
-
 	scheduler *sources.Scheduler
-	metadata  cache.Cache // of ConfigMaps' and Secrets' metadata, made by NewReconciler
+	// metadata is the cache of ConfigMaps' and Secrets' metadata (cluster-wide), made by
+	// NewReconciler unless drift is not watched: a change to one that a SyncTarget's
+	// variables or kubeconfig name deploys at once (see watchVariables), and it tells a
+	// kubeconfig Secret unchanged. Nil, such a change is picked up at the interval.
+	metadata cache.Cache
 	states    states
 }
 

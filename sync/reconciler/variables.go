@@ -131,15 +131,9 @@ func (r *Reconciler) watchVariables(ctx context.Context, mgr ctrl.Manager, b *bu
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &convergev1.SyncTarget{}, substituteFromIndex, substituteFromKeys); err != nil {
 		return nil, err
 	}
-	if !r.WatchVariables {
-		return b, nil
-	}
 	c := r.metadata
 	if c == nil {
-		var err error
-		if c, err = newMetadataCache(mgr); err != nil {
-			return nil, err
-		}
+		return b, nil
 	}
 	for _, kind := range []string{"ConfigMap", "Secret"} {
 		obj := &metav1.PartialObjectMetadata{}
