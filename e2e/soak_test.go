@@ -317,6 +317,7 @@ type soakTarget struct {
 	commits   map[string]soak.Commit
 	newest    string // the newest revision pushed that touches it
 	good      string // the newest good revision
+	healthy   string // the revision its status last named healthy (the check goroutine's)
 	history   []convergev1.HistoryEntry
 	noted     map[string]bool // revisions counted in the report, by result (the check goroutine's)
 	drift     *soak.Drift
@@ -480,7 +481,7 @@ func (r *soakRun) setUp() {
 // syncTarget creates tg's SyncTarget, its repository reached through the git proxy.
 func (r *soakRun) syncTarget(tg *soakTarget, mutate func(*convergev1.SyncTarget)) *convergev1.SyncTarget {
 	s := r.e.s
-	maxDeletions := intstr.FromInt(2)
+	maxDeletions := intstr.FromInt(soakMaxDeletions)
 	return s.syncTarget(tg.name, tg.repo.r, func(st *convergev1.SyncTarget) {
 		st.Labels = map[string]string{shardLabel: tg.shard}
 		st.Spec.Source.URL = r.proxiedURL(tg.repo.r)
@@ -496,7 +497,7 @@ func (r *soakRun) syncTarget(tg *soakTarget, mutate func(*convergev1.SyncTarget)
 // its proxy, following its newest version.
 func (r *soakRun) chartTarget(tg *soakTarget) *convergev1.SyncTarget {
 	s := r.e.s
-	maxDeletions := intstr.FromInt(2)
+	maxDeletions := intstr.FromInt(soakMaxDeletions)
 	st := &convergev1.SyncTarget{
 		ObjectMeta: metav1.ObjectMeta{Name: tg.name, Namespace: s.ns, Labels: map[string]string{shardLabel: tg.shard}},
 		Spec: convergev1.SyncTargetSpec{
@@ -533,7 +534,7 @@ func (r *soakRun) createSet(rp *soakRepo) {
 		elements = append(elements, map[string]string{"dir": path.Base(tg.dir), "ns": tg.ns})
 	}
 	spec := fleetSpec(g, rp.r, map[string]any{"path": "deploy/{{ .dir }}", "targetNamespace": "{{ .ns }}",
-		"timeout": "20s", "maxDeletions": 2})
+		"timeout": "20s", "maxDeletions": soakMaxDeletions})
 	var m map[string]any
 	g.Expect(json.Unmarshal(spec.Raw, &m)).To(Succeed())
 	m["source"].(map[string]any)["url"] = r.proxiedURL(rp.r)
@@ -821,12 +822,43 @@ func (r *soakRun) mutate(tg *soakTarget) {
 	switch x := r.rng.IntN(4); {
 	case x == 0 && len(names) < 6:
 		tg.values[fmt.Sprintf("cm-%d", r.counter)] = r.value()
-	case x == 1 && len(names) > 4:
+	case x == 1 && len(names) > 4 && tg.mayDelete():
 		delete(tg.values, names[r.rng.IntN(len(names))])
 	case x == 2 && tg.kind == kindYAML:
 		tg.image = "example.com/web:" + r.value()
 	}
 }
+
+// mayDelete reports whether a good commit may remove one more ConfigMap: the ConfigMaps of
+// the revision last seen healthy that the values lack already, and this one, stay within
+// maxDeletions. Commits that failed, or that faults kept from being applied, add up: past
+// the limit the next good commit is refused with TooManyDeletions, as it must be, and the
+// SyncTarget then waits for a person — the guard's own case, which prunes-too-much
+// commits test.
+func (tg *soakTarget) mayDelete() bool {
+	c, ok := tg.commits[tg.healthy]
+	if !ok {
+		return true
+	}
+	prefix := ""
+	if tg.kind == kindKustomize {
+		prefix = "k-"
+	}
+	gone := 0
+	for k := range c.Want {
+		name, ok := strings.CutPrefix(k, "ConfigMap/"+prefix)
+		if !ok || k == "ConfigMap/secret-cm" {
+			continue
+		}
+		if _, kept := tg.values[name]; !kept {
+			gone++
+		}
+	}
+	return gone+1 <= soakMaxDeletions
+}
+
+// soakMaxDeletions is every SyncTarget's spec.maxDeletions.
+const soakMaxDeletions = 2
 
 // driftOne edits an owned ConfigMap of tg by hand, unless one is being edited already.
 func (r *soakRun) driftOne(tg *soakTarget) {
@@ -1087,6 +1119,7 @@ func (r *soakRun) check(tg *soakTarget, final bool) {
 	r.mu.Lock()
 	prev := tg.history
 	tg.history = st.Status.History
+	tg.healthy = st.Status.LastHealthyRevision
 	commits := maps.Clone(tg.commits)
 	drift, driftKey, driftMark := tg.drift, tg.driftKey, tg.driftMark
 	r.mu.Unlock()

@@ -101,25 +101,33 @@ func CheckForeign(before, now map[string]Version) []Violation {
 // CheckOutcome is invariant 3 at a quiet point: the status of target names commits the
 // driver pushed (by revision). The applied revision must be a good one: a failed revision
 // is rolled back (the last healthy revision applied again) or refused (the applied one
-// kept), never left applied; and when the revision last attempted is one meant to fail,
-// the SyncTarget says why (Ready False with a reason).
+// kept), never left applied unless Ready says the rollback is under way or failed for now
+// (it is tried again; invariant 7 sees that it ends); and when the revision last attempted
+// is one meant to fail, the SyncTarget says why (Ready False with a reason).
 func CheckOutcome(target string, st *convergev1.SyncTarget, commits map[string]Commit) []Violation {
 	var out []Violation
 	bad := func(format string, args ...any) {
 		out = append(out, Violation{Invariant: FailedRolledBack, Object: target, Detail: fmt.Sprintf(format, args...)})
 	}
-	if c, ok := commits[st.Status.LastAppliedRevision]; ok && c.Kind != Good {
+	ready := apimeta.FindStatusCondition(st.Status.Conditions, convergev1.ReadyCondition)
+	if c, ok := commits[st.Status.LastAppliedRevision]; ok && c.Kind != Good && !rollingBack(ready) {
 		bad("%s, a revision meant to %s, is the applied revision", c.Revision, c.Kind)
 	}
 	c, ok := commits[st.Status.LastAttemptedRevision]
 	if !ok || c.Kind == Good {
 		return out
 	}
-	ready := apimeta.FindStatusCondition(st.Status.Conditions, convergev1.ReadyCondition)
 	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason == "" {
 		bad("%s (%s) was the last attempted, and Ready does not say it failed: %v", c.Revision, c.Kind, ready)
 	}
 	return out
+}
+
+// rollingBack reports whether Ready says a failed revision is being rolled back, or that
+// its rollback failed for now ("…; rolling back to <healthy>", "…; rolling back to
+// <healthy> failed too: …").
+func rollingBack(ready *metav1.Condition) bool {
+	return ready != nil && ready.Status == metav1.ConditionFalse && strings.Contains(ready.Message, "; rolling back to ")
 }
 
 // Ledger keeps every history entry observed of each SyncTarget, across observations and

@@ -57,6 +57,11 @@ func TestCheckOutcome(t *testing.T) {
 	g.Expect(left).To(HaveLen(1))
 	g.Expect(left[0].Invariant).To(Equal(FailedRolledBack))
 	g.Expect(left[0].Detail).To(ContainSubstring("sick, a revision meant to fails-health, is the applied revision"))
+	rolling := status("sick", "sick", metav1.ConditionFalse, "HealthCheckFailed")
+	rolling.Status.Conditions[0].Message = "revision sick failed: health check failed; rolling back to good"
+	g.Expect(CheckOutcome("ns/st", rolling, commits)).To(BeEmpty(), "a rollback under way says why")
+	rolling.Status.Conditions[0].Message = "revision sick failed: health check failed; rolling back to good failed too: connection refused"
+	g.Expect(CheckOutcome("ns/st", rolling, commits)).To(BeEmpty(), "a rollback that failed for now says why, and is tried again")
 	silent := CheckOutcome("ns/st", status("good", "broken", metav1.ConditionTrue, "Succeeded"), commits)
 	g.Expect(silent).To(HaveLen(1))
 	g.Expect(silent[0].Detail).To(ContainSubstring("Ready does not say it failed"))
