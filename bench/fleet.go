@@ -50,6 +50,10 @@ type fleetRun struct {
 	// sent is what the daemon's clients sent from create to all Ready, updateSent from
 	// the change to all Ready again.
 	sent, updateSent requestCounts
+	// idleSecretGets and rotatedSecretGets are the GET secrets the API server served per
+	// target when every target was asked to reconcile with nothing changed, and again after
+	// the kubeconfig Secrets were written anew (same kubeconfig, new resourceVersion).
+	idleSecretGets, rotatedSecretGets float64
 }
 
 // fleetWay makes the N SyncTargets of fleet: from a SyncTargetSet or by hand.
@@ -179,9 +183,11 @@ func (b *Bench) runFleet(ctx context.Context, n int) error {
 				return fmt.Errorf("fleet N=%d (%s) rep %d: %w", n, w.name, rep+1, err)
 			}
 			b.logf("fleet N=%d (%s) rep %d/%d: all Ready in %s, %.1f reconciles and %.1f API requests sent per target, API server: %s, CPU: %s; change → all written in %s, all Ready in %s, %.1f reconciles (%.0f ms each) and %.1f requests per target, %.0f set reconciles (%.0f ms each); API server (change): %s; CPU (change): %s",
-				n, w.name, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.reconciles/float64(n), r.sent.total()/float64(n), r.readyAPI, r.readyCPU,
+				n, w.name, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.reconciles/float64(n), r.sent.total()/float64(n), r.readyAPI.top(12), r.readyCPU,
 				r.written.Round(time.Millisecond), r.update.Round(time.Millisecond), r.updateReconciles/float64(n), 1000*r.reconcileSeconds/max(r.updateReconciles, 1),
-				r.updateSent.total()/float64(n), r.setReconciles, 1000*r.setSeconds/max(r.setReconciles, 1), r.updateAPI, r.updateCPU)
+				r.updateSent.total()/float64(n), r.setReconciles, 1000*r.setSeconds/max(r.setReconciles, 1), r.updateAPI.top(12), r.updateCPU)
+			b.logf("fleet N=%d (%s) rep %d/%d: GET secrets per target: %.2f in the change, %.2f asked to reconcile with nothing new, %.2f after the kubeconfig Secrets were written anew",
+				n, w.name, rep+1, b.cfg.Reps, r.updateAPI["GET secrets"]/float64(n), r.idleSecretGets, r.rotatedSecretGets)
 			runs[w.name] = append(runs[w.name], r)
 			if err := b.cleanFleet(ctx, n); err != nil {
 				return err
@@ -210,6 +216,14 @@ func (b *Bench) recordFleet(n int, set, hand []fleetRun) {
 	b.res.add(w, "template change → all Ready", Seconds, fig(set, update), base, fig(hand, update), overhead)
 	b.res.add(w, "API requests sent per target (cold)", Requests, fig(set, sent), base, fig(hand, sent), nil)
 	b.res.add(w, "API requests sent per target (change)", Requests, fig(set, updateSent), base, fig(hand, updateSent), nil)
+	// A remote cluster's kubeconfig Secret is read again only when it changed.
+	change := func(r fleetRun) float64 { return r.updateAPI["GET secrets"] / float64(n) }
+	idle := func(r fleetRun) float64 { return r.idleSecretGets }
+	rotated := func(r fleetRun) float64 { return r.rotatedSecretGets }
+	b.res.add(w, "GET secrets per target (change)", Requests, fig(set, change), base, fig(hand, change), &Target{Text: "0", Max: 0})
+	b.res.add(w, "GET secrets per target (reconcile, nothing new)", Requests, fig(set, idle), base, fig(hand, idle), &Target{Text: "0", Max: 0})
+	b.res.add(w, "GET secrets per target (kubeconfig Secret written)", Requests, fig(set, rotated), base, fig(hand, rotated),
+		&Target{Text: "≤ 1", Max: 1})
 	// What the machine's processes (API servers, etcd, the daemon, git) spent: less noisy
 	// than the time on a machine whose speed varies from one repetition to the next.
 	b.res.add(w, "CPU used, create → all Ready", Seconds, fig(set, func(r fleetRun) float64 { return r.readyCPU.total() }),
@@ -301,6 +315,9 @@ func (b *Bench) fleetOnce(ctx context.Context, rep, n int, w fleetWay, revision 
 	}
 	c2, err := d.counters(ctx)
 	if err != nil {
+		return r, err
+	}
+	if r.idleSecretGets, r.rotatedSecretGets, err = b.fleetSecretReads(ctx, d, names); err != nil {
 		return r, err
 	}
 	r.sent, r.updateSent = c1.requests.minus(c0.requests), c2.requests.minus(c1.requests)
@@ -437,7 +454,50 @@ func (b *Bench) measure(ctx context.Context, name string, window time.Duration, 
 	if err != nil {
 		return nil, nil, err
 	}
-	return api1.minus(api0).top(12), cpu1.since(cpu0), prof()
+	return api1.minus(api0), cpu1.since(cpu0), prof()
+}
+
+// fleetSecretReads asks every target to reconcile with nothing new, then writes both
+// kubeconfig Secrets anew (the same kubeconfig: a new resourceVersion) and asks again, and
+// returns the GET secrets the API server served per target in each.
+func (b *Bench) fleetSecretReads(ctx context.Context, d *daemon, names []string) (idle, rotated float64, err error) {
+	ask := func(tag string) (float64, error) {
+		api0, err := apiserverRequests(ctx, b.cs)
+		if err != nil {
+			return 0, err
+		}
+		value := tag + "-" + time.Now().UTC().Format(time.RFC3339Nano)
+		handled := func(st *convergev1.SyncTarget) bool { return st.Status.LastHandledReconcileAt == value }
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, convergev1.RequestedAtAnnotation, value)
+		if _, err := b.timeTargets(ctx, d, names, 5*time.Minute, handled, func() error {
+			return parallel(len(names), 8, func(i int) error {
+				st := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: benchNamespace}}
+				return b.c.Patch(ctx, st, client.RawPatch(types.MergePatchType, patch))
+			})
+		}); err != nil {
+			return 0, fmt.Errorf("reconciles asked (%s): %w", tag, err)
+		}
+		if err := d.waitQuiet(ctx, time.Second, 3*time.Minute); err != nil {
+			return 0, err
+		}
+		api1, err := apiserverRequests(ctx, b.cs)
+		if err != nil {
+			return 0, err
+		}
+		return api1.minus(api0)["GET secrets"] / float64(len(names)), nil
+	}
+	if idle, err = ask("idle"); err != nil {
+		return 0, 0, err
+	}
+	written := fmt.Appendf(nil, `{"metadata":{"annotations":{"bench.converge.dev/written":%q}}}`, time.Now().UTC().Format(time.RFC3339Nano))
+	for _, name := range []string{fleetLocalSecret, fleetRemoteSecret} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNamespace}}
+		if err := b.c.Patch(ctx, s, client.RawPatch(types.MergePatchType, written)); err != nil {
+			return 0, 0, err
+		}
+	}
+	rotated, err = ask("rotated")
+	return idle, rotated, err
 }
 
 // profileAPIServer takes, with BENCH_PROFILE, a CPU profile of the benchmark's API server

@@ -239,6 +239,9 @@ func TestRemoteCluster(t *testing.T) {
 	step("an unreachable cluster fails its targets alone, which recover", func(t *testing.T) {
 		testRemoteAway(t, rc, f, st)
 	})
+	step("a rewritten kubeconfig Secret is used at once", func(t *testing.T) {
+		testRemoteSecretRewritten(t, rc, f, st)
+	})
 	step("prunes on the remote cluster when deleted", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(k8s.Delete(ctx, st)).To(Succeed())
@@ -261,6 +264,38 @@ func testRemoteDrift(t *testing.T, rc *remoteCluster, f *fixture) {
 		g.Expect(remoteValue(g, rc, f.app, "a")).To(Equal("1"))
 		g.Expect(remoteValue(g, rc, f.app, "b")).To(Equal("1"))
 	}).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+}
+
+// testRemoteSecretRewritten rewrites the kubeconfig Secret to point at a port nothing
+// listens on, then back: the SyncTarget's next deploys use each at once.
+func testRemoteSecretRewritten(t *testing.T, rc *remoteCluster, f *fixture, st *convergev1.SyncTarget) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	kc, err := clientcmd.Load(rc.kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, c := range kc.Clusters {
+		c.Server = "https://127.0.0.1:1"
+	}
+	nowhere, err := clientcmd.Write(*kc)
+	g.Expect(err).NotTo(HaveOccurred())
+	write := func(data []byte) {
+		s := &corev1.Secret{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "remote-kc"}, s)).To(Succeed())
+		s.Data = map[string][]byte{"value": data}
+		g.Expect(k8s.Update(ctx, s)).To(Succeed())
+	}
+	write(nowhere)
+	rev := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "5")})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastAttemptedRevision).To(Equal(rev))
+		g.Expect(ready(st).Message).To(ContainSubstring("127.0.0.1:1"), "the rewritten kubeconfig is used")
+	})
+	write(rc.kubeconfig)
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(rev), ready(st).Message)
+		g.Expect(remoteValue(g, rc, f.app, "a")).To(Equal("5"))
+	})
 }
 
 // testRemoteAway cuts the way to the remote cluster while st and a SyncTarget of the
