@@ -52,13 +52,13 @@ type Reconciler struct {
 	// MaxConcurrentPerNamespace caps the reconciles of one namespace that run at once
 	// (see NamespaceLimiter); zero or less leaves them uncapped.
 	MaxConcurrentPerNamespace int
-	scheduler *sources.Scheduler
+	scheduler                 *sources.Scheduler
 	// metadata is the cache of ConfigMaps' and Secrets' metadata (cluster-wide), made by
 	// NewReconciler unless drift is not watched: a change to one that a SyncTarget's
 	// variables or kubeconfig name deploys at once (see watchVariables), and it tells a
 	// kubeconfig Secret unchanged. Nil, such a change is picked up at the interval.
 	metadata cache.Cache
-	states    states
+	states   states
 }
 
 // Reconcile reads like the flow of one SyncTarget: the gates, then a sync whose steps
