@@ -461,9 +461,14 @@ func (b *Bench) measure(ctx context.Context, name string, window time.Duration, 
 // kubeconfig Secrets anew (the same kubeconfig: a new resourceVersion) and asks again, and
 // returns the GET secrets the API server served per target in each.
 func (b *Bench) fleetSecretReads(ctx context.Context, d *daemon, names []string) (idle, rotated float64, err error) {
-	ask := func(tag string) (float64, error) {
+	// ask counts from before first (the Secrets written, which wakes the targets at once)
+	// to the end of the reconciles asked.
+	ask := func(tag string, first func() error) (float64, error) {
 		api0, err := apiserverRequests(ctx, b.cs)
 		if err != nil {
+			return 0, err
+		}
+		if err := first(); err != nil {
 			return 0, err
 		}
 		value := tag + "-" + time.Now().UTC().Format(time.RFC3339Nano)
@@ -486,17 +491,19 @@ func (b *Bench) fleetSecretReads(ctx context.Context, d *daemon, names []string)
 		}
 		return api1.minus(api0)["GET secrets"] / float64(len(names)), nil
 	}
-	if idle, err = ask("idle"); err != nil {
+	if idle, err = ask("idle", func() error { return nil }); err != nil {
 		return 0, 0, err
 	}
-	written := fmt.Appendf(nil, `{"metadata":{"annotations":{"bench.converge.dev/written":%q}}}`, time.Now().UTC().Format(time.RFC3339Nano))
-	for _, name := range []string{fleetLocalSecret, fleetRemoteSecret} {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNamespace}}
-		if err := b.c.Patch(ctx, s, client.RawPatch(types.MergePatchType, written)); err != nil {
-			return 0, 0, err
+	rotated, err = ask("rotated", func() error {
+		written := fmt.Appendf(nil, `{"metadata":{"annotations":{"bench.converge.dev/written":%q}}}`, time.Now().UTC().Format(time.RFC3339Nano))
+		for _, name := range []string{fleetLocalSecret, fleetRemoteSecret} {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNamespace}}
+			if err := b.c.Patch(ctx, s, client.RawPatch(types.MergePatchType, written)); err != nil {
+				return err
+			}
 		}
-	}
-	rotated, err = ask("rotated")
+		return nil
+	})
 	return idle, rotated, err
 }
 
