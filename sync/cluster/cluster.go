@@ -7,8 +7,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,15 +57,10 @@ var ErrNoRemote = errors.New("spec.kubeConfig: this daemon does not deploy to re
 
 // Local is the daemon's own cluster.
 type Local struct {
-	config  *rest.Config
-	scheme  *runtime.Scheme
+	ids     *remote.Identities
 	mapper  meta.RESTMapper
 	checker *health.Checker
 	drift   *drift.Watcher
-
-	mu       sync.Mutex
-	clients  map[string]client.Client
-	checkers map[string]*health.Checker
 }
 
 // LocalOptions are what the daemon's own cluster is made of.
@@ -85,51 +78,23 @@ type LocalOptions struct {
 
 // NewLocal returns the daemon's own cluster.
 func NewLocal(o LocalOptions) *Local {
-	return &Local{config: o.Config, scheme: o.Scheme, mapper: o.Mapper, checker: o.Checker, drift: o.Drift,
-		clients: map[string]client.Client{}, checkers: map[string]*health.Checker{}}
+	return &Local{ids: remote.NewIdentities("", o.Config, o.Scheme, o.Mapper), mapper: o.Mapper,
+		checker: o.Checker, drift: o.Drift}
 }
 
 // Name implements Cluster: the daemon's cluster has none.
 func (l *Local) Name() string { return "" }
 
 // Client implements Cluster; a client is made once per user.
-func (l *Local) Client(user string) (client.Client, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c, ok := l.clients[user]; ok {
-		return c, nil
-	}
-	c, err := client.NewWithWatch(remote.Impersonating(l.config, user), client.Options{Scheme: l.scheme, Mapper: l.mapper})
-	if err != nil {
-		return nil, fmt.Errorf("client for %q: %w", user, err)
-	}
-	l.clients[user] = c
-	return c, nil
-}
+func (l *Local) Client(user string) (client.Client, error) { return l.ids.Client(user) }
 
 // Checker implements Cluster; a checker is made once per user, the daemon's own is
-// LocalOptions.Checker.
+// LocalOptions.Checker when given.
 func (l *Local) Checker(user string) (*health.Checker, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if user == "" && l.checker != nil {
 		return l.checker, nil
 	}
-	if c, ok := l.checkers[user]; ok {
-		return c, nil
-	}
-	var checker *health.Checker
-	var err error
-	if l.mapper == nil {
-		checker, err = health.New(remote.Impersonating(l.config, user))
-	} else {
-		checker, err = remote.ImpersonatingChecker(l.config, l.mapper, user)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("health checker for %q: %w", user, err)
-	}
-	l.checkers[user] = checker
-	return checker, nil
+	return l.ids.Checker(user)
 }
 
 // Drift implements Cluster: the daemon's watcher watches every owner's kinds from the

@@ -220,7 +220,7 @@ type Cluster struct {
 	config    *rest.Config
 	transport *http.Transport
 	mapper    meta.RESTMapper
-	ids       *identities
+	ids       *Identities
 	ctx       context.Context
 	cancel    context.CancelFunc
 
@@ -250,15 +250,15 @@ func newCluster(name string, data []byte, opts Options) (*Cluster, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Cluster{Name: name, config: cfg, transport: t, mapper: mapper, ctx: ctx, cancel: cancel,
-		ids: newIdentities(name, cfg, opts.Scheme, mapper), watched: map[types.NamespacedName]bool{}}, nil
+		ids: NewIdentities(name, cfg, opts.Scheme, mapper), watched: map[types.NamespacedName]bool{}}, nil
 }
 
 // Client returns the client acting as user ("" for the kubeconfig's own identity); its
 // RESTMapper is the cluster's.
-func (c *Cluster) Client(user string) (client.Client, error) { return c.ids.client(user) }
+func (c *Cluster) Client(user string) (client.Client, error) { return c.ids.Client(user) }
 
 // Checker returns the health Checker watching as user.
-func (c *Cluster) Checker(user string) (*health.Checker, error) { return c.ids.checker(user) }
+func (c *Cluster) Checker(user string) (*health.Checker, error) { return c.ids.Checker(user) }
 
 // RESTMapper is the cluster's REST mapper, filled lazily from its discovery.
 func (c *Cluster) RESTMapper() meta.RESTMapper { return c.mapper }

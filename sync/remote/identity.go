@@ -42,10 +42,10 @@ func ImpersonatingChecker(base *rest.Config, mapper meta.RESTMapper, user string
 	return health.NewForClients(dyn, md, mapper), nil
 }
 
-// identities keeps, per impersonated user, the client and the health checker of one
-// cluster.
-type identities struct {
-	name   string // the cluster's, for errors
+// Identities keeps, per impersonated user, the client and the health checker of one
+// cluster: a remote one, or the daemon's own (sync/cluster).
+type Identities struct {
+	name   string // the kubeconfig Secret of a remote cluster, for errors; "" for the daemon's
 	config *rest.Config
 	scheme *runtime.Scheme
 	mapper meta.RESTMapper
@@ -55,14 +55,16 @@ type identities struct {
 	checkers map[string]*health.Checker
 }
 
-func newIdentities(name string, cfg *rest.Config, scheme *runtime.Scheme, mapper meta.RESTMapper) *identities {
-	return &identities{name: name, config: cfg, scheme: scheme, mapper: mapper,
+// NewIdentities returns the identities of the cluster of cfg. name, when not empty, is the
+// kubeconfig Secret of a remote cluster, which the clients' errors name.
+func NewIdentities(name string, cfg *rest.Config, scheme *runtime.Scheme, mapper meta.RESTMapper) *Identities {
+	return &Identities{name: name, config: cfg, scheme: scheme, mapper: mapper,
 		clients: map[string]client.Client{}, checkers: map[string]*health.Checker{}}
 }
 
-// client returns the client acting as user, made on first use. It reads straight from
-// the API server and can watch (an apply's stage waits watch).
-func (ids *identities) client(user string) (client.Client, error) {
+// Client returns the client acting as user ("" for cfg's own identity), made on first
+// use. It reads straight from the API server and can watch (an apply's stage waits watch).
+func (ids *Identities) Client(user string) (client.Client, error) {
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
 	if c, ok := ids.clients[user]; ok {
@@ -72,13 +74,16 @@ func (ids *identities) client(user string) (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client for %q: %w", user, err)
 	}
-	named := nameErrors(c, ids.name)
-	ids.clients[user] = named
-	return named, nil
+	var out client.Client = c
+	if ids.name != "" {
+		out = nameErrors(c, ids.name)
+	}
+	ids.clients[user] = out
+	return out, nil
 }
 
-// checker returns the health Checker watching as user, made on first use.
-func (ids *identities) checker(user string) (*health.Checker, error) {
+// Checker returns the health Checker watching as user, made on first use.
+func (ids *Identities) Checker(user string) (*health.Checker, error) {
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
 	if c, ok := ids.checkers[user]; ok {
