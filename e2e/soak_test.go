@@ -618,10 +618,7 @@ func (rp *soakRepo) chartName() string {
 
 // want is what a SyncTarget that applied tg's newest good revision holds (key → content).
 func (tg *soakTarget) want(token []byte) map[string]string {
-	prefix := ""
-	if tg.kind == kindKustomize {
-		prefix = "k-"
-	}
+	prefix := tg.configMapPrefix()
 	out := map[string]string{}
 	for n, v := range tg.values {
 		out["ConfigMap/"+prefix+n] = v
@@ -840,10 +837,7 @@ func (tg *soakTarget) mayDelete() bool {
 	if !ok {
 		return true
 	}
-	prefix := ""
-	if tg.kind == kindKustomize {
-		prefix = "k-"
-	}
+	prefix := tg.configMapPrefix()
 	gone := 0
 	for k := range c.Want {
 		name, ok := strings.CutPrefix(k, "ConfigMap/"+prefix)
@@ -855,6 +849,14 @@ func (tg *soakTarget) mayDelete() bool {
 		}
 	}
 	return gone+1 <= soakMaxDeletions
+}
+
+// configMapPrefix starts the names of tg's ConfigMaps in the cluster (kustomize adds one).
+func (tg *soakTarget) configMapPrefix() string {
+	if tg.kind == kindKustomize {
+		return "k-"
+	}
+	return ""
 }
 
 // soakMaxDeletions is every SyncTarget's spec.maxDeletions.
