@@ -324,6 +324,11 @@ func TestLeaderFailover(t *testing.T) {
 
 		leader.kill()
 		killed := time.Now()
+		// kubectl edit while no replica leads: no watch sees it happen.
+		cm := &corev1.ConfigMap{}
+		object(g, s.app, "settings", cm)
+		cm.Data["value"] = "by hand"
+		g.Expect(suite.k8s.Update(context.Background(), cm, client.FieldOwner("kubectl-edit"))).To(Succeed())
 		g.Eventually(func() bool { return standby.loggedSinceStart(acquired) }).
 			WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(BeTrue())
 		takeover := time.Since(killed)
@@ -331,6 +336,11 @@ func TestLeaderFailover(t *testing.T) {
 		// The lease runs out at most leaseDuration after the kill; the other's next try, a
 		// retry period later at most, wins it. The rest is slack for a loaded machine.
 		g.Expect(takeover).To(BeNumerically("<", 2*leaseDuration), "takeover within the lease duration")
+		// Drift restored across a failover (soak invariant 4): the new leader finds the
+		// edit in what its watch lists, long before the hourly full sync.
+		g.Eventually(func(g Gomega) { g.Expect(configMapValue(g, s.app, "settings")).To(Equal("1")) }).
+			WithTimeout(30*time.Second).Should(Succeed(), "the edit made while no replica led is undone")
+		s.latency("leader killed→drift restored", time.Since(killed))
 
 		committed := time.Now()
 		rev2 := r.commit(map[string]string{
@@ -349,7 +359,7 @@ func TestLeaderFailover(t *testing.T) {
 		for _, e := range events(g, st) {
 			g.Expect(e.Type).To(Equal(corev1.EventTypeNormal), "%s: %s", e.Reason, e.Message)
 		}
-		cm := &corev1.ConfigMap{}
+		cm = &corev1.ConfigMap{}
 		object(g, s.app, "settings", cm)
 		var managers []string
 		for _, f := range cm.ManagedFields {

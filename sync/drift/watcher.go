@@ -187,6 +187,47 @@ func (w *Watcher) syncedStore(ctx context.Context, gvk schema.GroupVersionKind) 
 	return inf.GetStore()
 }
 
+// Missed returns the IDs of the objects, of those given, that drifted while no watch saw
+// it: a daemon that starts (a restart, a new leader) learns of edits and deletions made
+// while none ran only from what its watches list. An object is missed when its kind's
+// watch has listed it and it is gone (or has lost its owner label), or when the newest
+// write to it came from another field manager. Objects whose kind is not watched, or whose
+// watch has not listed within cacheSyncWait of its start, are not answered. None on a nil
+// watcher.
+func (w *Watcher) Missed(ctx context.Context, objects []*unstructured.Unstructured) map[string]bool {
+	if w == nil {
+		return nil
+	}
+	missed := map[string]bool{}
+	stores := map[schema.GroupVersionKind]cache.Store{}
+	for _, o := range objects {
+		gvk := o.GroupVersionKind()
+		store, known := stores[gvk]
+		if !known {
+			store = w.syncedStore(ctx, gvk)
+			stores[gvk] = store
+		}
+		if store == nil {
+			continue
+		}
+		key := o.GetName()
+		if o.GetNamespace() != "" {
+			key = o.GetNamespace() + "/" + key
+		}
+		obj, found, err := store.GetByKey(key)
+		if err != nil {
+			continue
+		}
+		m, _ := obj.(*metav1.PartialObjectMetadata)
+		if found && m != nil && !changedByOthers(m) {
+			continue
+		}
+		id := object.ObjMetadata{Namespace: o.GetNamespace(), Name: o.GetName(), GroupKind: gvk.GroupKind()}
+		missed[id.String()] = true
+	}
+	return missed
+}
+
 // slimForDrift keeps of an object what drift detection reads: its identity, labels and
 // who wrote it when, with the fields each writer owns reduced to a digest. The informers
 // hold every object converge manages; annotations and managed fields would be most of it.

@@ -5,9 +5,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	metadatafake "k8s.io/client-go/metadata/fake"
 
 	"github.com/converge-gitops/converge/sync/apply"
 )
@@ -73,4 +76,61 @@ func TestForgetDropsTheDriftOfADeletedSyncTarget(t *testing.T) {
 
 	var none *Watcher
 	none.Forget(owner) // drift watch off: nothing to forget
+}
+
+// Invariant 4 of the soak (drift restored within its bound) across a failover: a daemon
+// that starts learns of edits and deletions made while no daemon watched from what its
+// watches list, not only of those it sees happen.
+func TestDriftRestoredAfterARestartMissedIsWhatChangedWhileNoneWatched(t *testing.T) {
+	g := NewWithT(t)
+	before, after := metav1.NewTime(time.Now().Add(-time.Minute)), metav1.NewTime(time.Now())
+	owned := map[string]string{"converge.dev/name": "app", "converge.dev/namespace": "team"}
+	configMap := func(name string, labels map[string]string, fields ...metav1.ManagedFieldsEntry) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: labels, ManagedFields: fields}}
+	}
+	ours := metav1.ManagedFieldsEntry{Manager: apply.FieldManager, Operation: metav1.ManagedFieldsOperationApply, Time: &before,
+		FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:value":{}}}`)}
+	edit := metav1.ManagedFieldsEntry{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, Time: &after,
+		FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:value":{}}}`)}
+	status := metav1.ManagedFieldsEntry{Manager: "someone", Operation: metav1.ManagedFieldsOperationUpdate, Time: &after,
+		Subresource: "status", FieldsV1: metav1.NewFieldsV1(`{"f:status":{}}`)}
+
+	scheme := metadatafake.NewTestScheme()
+	g.Expect(metav1.AddMetaToScheme(scheme)).To(Succeed())
+	client := metadatafake.NewSimpleMetadataClient(scheme,
+		configMap("untouched", owned, ours, status),
+		configMap("edited", owned, ours, edit),
+		configMap("unlabelled", map[string]string{"team": "shop"}, ours, edit),
+	)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
+	w := NewWatcher(t.Context(), client, mapper)
+
+	inventory := func(names ...string) []*unstructured.Unstructured {
+		var out []*unstructured.Unstructured
+		for _, n := range names {
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion("v1")
+			u.SetKind("ConfigMap")
+			u.SetNamespace("shop")
+			u.SetName(n)
+			out = append(out, u)
+		}
+		return out
+	}
+	objects := inventory("untouched", "edited", "unlabelled", "deleted")
+	g.Expect(w.Missed(t.Context(), objects)).To(BeEmpty(), "nothing is answered of a kind not watched")
+
+	g.Expect(w.Watch(objects)).To(Succeed())
+	g.Expect(w.Missed(t.Context(), objects)).To(Equal(map[string]bool{
+		"shop_edited__ConfigMap":     true, // the newest write is another manager's
+		"shop_unlabelled__ConfigMap": true, // its owner label was taken off
+		"shop_deleted__ConfigMap":    true, // gone
+	}))
+	g.Expect(w.Pending(types.NamespacedName{Namespace: "team", Name: "app"})).To(BeFalse(),
+		"what was listed is not an event: the reconciler asks")
+
+	var none *Watcher
+	g.Expect(none.Missed(t.Context(), objects)).To(BeNil())
 }

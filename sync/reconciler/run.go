@@ -292,12 +292,14 @@ func (ru *run) heal(ctx context.Context, revision string) outcome {
 	drifted := ru.drift().Take(ru.key)
 	set := ru.state.rendered
 	if set == nil {
-		// After a restart: watch what the inventory lists; a drift seen from now on
-		// brings a full apply, as nothing rendered is kept in memory yet.
-		if o, failed := ru.watchInventory(); failed {
+		// After a restart: watch what the inventory lists; a drift made while no daemon
+		// watched, or seen from now on, brings a full apply, as nothing rendered is kept
+		// in memory yet.
+		missed, o, failed := ru.watchInventory(ctx)
+		if failed {
 			return o
 		}
-		if len(drifted) == 0 {
+		if len(drifted) == 0 && len(missed) == 0 {
 			return outcome{kind: idle}
 		}
 		ru.fullApply = true
@@ -328,12 +330,19 @@ func (ru *run) hold(ctx context.Context, full bool) outcome {
 		drifted = ru.drift().Take(ru.key)
 	}
 	if !full && len(drifted) == 0 {
-		if ru.state.rendered == nil { // after a restart: watch what the inventory lists
-			if o, failed := ru.watchInventory(); failed {
-				return o
-			}
+		if ru.state.rendered != nil {
+			return outcome{kind: idle}
 		}
-		return outcome{kind: idle}
+		// After a restart: watch what the inventory lists, and restore in full what
+		// drifted while no daemon watched.
+		missed, o, failed := ru.watchInventory(ctx)
+		if failed {
+			return o
+		}
+		if len(missed) == 0 {
+			return outcome{kind: idle}
+		}
+		full = true
 	}
 	set := ru.state.rendered
 	if set == nil || set.revision != held || set.generation != ru.st.Generation {
@@ -414,12 +423,14 @@ func (ru *run) remember(revision string, objects []*unstructured.Unstructured) {
 }
 
 // watchInventory watches the kinds of what the inventory lists (after a restart, when
-// nothing rendered is in memory); the outcome to return when that fails.
-func (ru *run) watchInventory() (outcome, bool) {
-	if err := ru.drift().Watch(inventoryObjects(ru.st.Status.Inventory)); err != nil {
-		return outcome{kind: idle, reason: watchFailedReason, message: err.Error(), err: err}, true
+// nothing rendered is in memory) and returns what of it drifted while no watch saw it;
+// the outcome to return when that fails.
+func (ru *run) watchInventory(ctx context.Context) (map[string]bool, outcome, bool) {
+	objects := inventoryObjects(ru.st.Status.Inventory)
+	if err := ru.drift().Watch(objects); err != nil {
+		return nil, outcome{kind: idle, reason: watchFailedReason, message: err.Error(), err: err}, true
 	}
-	return outcome{}, false
+	return ru.drift().Missed(ctx, objects), outcome{}, false
 }
 
 // watchFailedReason is the event of objects whose kind the drift watcher cannot watch.
