@@ -160,24 +160,18 @@ func BenchmarkUnchangedPoll(b *testing.B) {
 		b.Fatal(err)
 	}
 	s := NewScheduler(SchedulerOptions{Cache: cache})
-	if err := s.Subscribe(Subscription{ID: "bench", Source: src}); err != nil {
-		b.Fatal(err)
-	}
-	p := s.pollers[src.Key()]
 	ctx := context.Background()
-	s.poll(ctx, p) // the cold poll
-	if p.last.Err != nil {
-		b.Fatal(p.last.Err)
+	if _, err := s.poll(ctx, src); err != nil { // the cold poll
+		b.Fatal(err)
 	}
 	srv.ResetStats()
 	b.ResetTimer()
 	for range b.N {
-		s.poll(ctx, p)
+		if _, err := s.poll(ctx, src); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.StopTimer()
-	if p.last.Err != nil {
-		b.Fatal(p.last.Err)
-	}
 	st := srv.Stats()
 	b.ReportMetric(float64(st.InfoRefs)/float64(b.N), "ref-listings/op")
 	b.ReportMetric(float64(st.UploadPack)/float64(b.N), "fetches/op")

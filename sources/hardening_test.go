@@ -24,6 +24,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/converge-gitops/converge/internal/gittest"
+	"github.com/converge-gitops/converge/sources/poll"
 )
 
 // urlSecret is the password put in repository URLs; it must never come back in an error.
@@ -765,7 +766,7 @@ func TestHardeningWebhookBurst(t *testing.T) {
 	f.repo.Commit(t, "main", map[string]string{"v": "1"})
 	crowd := gittest.NewRepo(t, f.root, "org/crowd")
 	clk := clocktesting.NewFakeClock(t0)
-	s, polls := startScheduler(t, SchedulerOptions{Clock: clk, Jitter: noJitter, MaxConcurrent: 1, QueueSize: 4})
+	s, polls := startScheduler(t, SchedulerOptions{Options: poll.Options{Clock: clk, Jitter: noJitter, MaxConcurrent: 1, QueueSize: 4}})
 	targets := &schedulerTargets{}
 	srcs := []Source{f.src}
 	for i := range 20 {

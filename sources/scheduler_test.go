@@ -12,6 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/converge-gitops/converge/internal/gittest"
+	"github.com/converge-gitops/converge/sources/poll"
 )
 
 var t0 = time.Date(2026, 3, 10, 8, 0, 0, 0, time.UTC)
@@ -66,7 +67,7 @@ func TestSchedulerInterval(t *testing.T) {
 	f := newFixture(t)
 	c1 := f.repo.Commit(t, "main", map[string]string{"v": "1"})
 	clk := clocktesting.NewFakeClock(t0)
-	s, polls := startScheduler(t, SchedulerOptions{Clock: clk, Cache: f.cache, Jitter: noJitter})
+	s, polls := startScheduler(t, SchedulerOptions{Cache: f.cache, Options: poll.Options{Clock: clk, Jitter: noJitter}})
 	rec := newRecorder()
 	g.Expect(s.Subscribe(Subscription{ID: "team-a/app", Source: f.src, Interval: time.Minute, Notify: rec.notify})).To(Succeed())
 	key := f.src.Key()
@@ -110,7 +111,7 @@ func TestSchedulerDefaultJitter(t *testing.T) {
 	f := newFixture(t)
 	f.repo.Commit(t, "main", map[string]string{"v": "1"})
 	clk := clocktesting.NewFakeClock(t0)
-	s, _ := startScheduler(t, SchedulerOptions{Clock: clk})
+	s, _ := startScheduler(t, SchedulerOptions{Options: poll.Options{Clock: clk}})
 	rec := newRecorder()
 	g.Expect(s.Subscribe(Subscription{ID: "a", Source: f.src, Notify: rec.notify})).To(Succeed())
 	ev := rec.next(g)
@@ -124,7 +125,7 @@ func TestSchedulerCron(t *testing.T) {
 	f := newFixture(t)
 	f.repo.Commit(t, "main", map[string]string{"v": "1"})
 	clk := clocktesting.NewFakeClock(t0) // 09:00 in Berlin (CET, UTC+1)
-	s, polls := startScheduler(t, SchedulerOptions{Clock: clk, Cache: f.cache})
+	s, polls := startScheduler(t, SchedulerOptions{Cache: f.cache, Options: poll.Options{Clock: clk}})
 	rec := newRecorder()
 	g.Expect(s.Subscribe(Subscription{ID: "a", Source: f.src, Schedule: "CRON_TZ=Europe/Berlin 30 9 * * *", Notify: rec.notify})).To(Succeed())
 	key := f.src.Key()
@@ -155,8 +156,7 @@ func TestSchedulerBackoff(t *testing.T) {
 	g := NewWithT(t)
 	f := newFixture(t)
 	clk := clocktesting.NewFakeClock(t0)
-	s, _ := startScheduler(t, SchedulerOptions{Clock: clk, Cache: f.cache, Jitter: noJitter,
-		MinBackoff: 10 * time.Second, MaxBackoff: 40 * time.Second})
+	s, _ := startScheduler(t, SchedulerOptions{Cache: f.cache, Options: poll.Options{Clock: clk, Jitter: noJitter, MinBackoff: 10 * time.Second, MaxBackoff: 40 * time.Second}})
 	rec := newRecorder()
 	src := Source{URL: f.srv.URL + "/org/later.git", Ref: Ref{Branch: "main"}}
 	g.Expect(s.Subscribe(Subscription{ID: "a", Source: src, Interval: time.Hour, Notify: rec.notify})).To(Succeed())
@@ -196,7 +196,7 @@ func TestSchedulerBackoffResets(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
 	clk := clocktesting.NewFakeClock(t0)
-	s := NewScheduler(SchedulerOptions{Clock: clk, Jitter: noJitter, MinBackoff: time.Second, MaxBackoff: 8 * time.Second})
+	s := NewScheduler(SchedulerOptions{Options: poll.Options{Clock: clk, Jitter: noJitter, MinBackoff: time.Second, MaxBackoff: 8 * time.Second}})
 	var fail atomic.Bool
 	fail.Store(true)
 	boom := errors.New("boom")
@@ -239,12 +239,8 @@ func TestSchedulerBackoffResets(t *testing.T) {
 	g.Expect(ev.Failures).To(Equal(2))
 	g.Expect(ev.Next).To(Equal(now.Add(2 * time.Second)))
 
-	s.mu.Lock()
-	old := s.pollers[src.Key()]
-	s.mu.Unlock()
-	g.Expect(s.backoff.NumRequeues(old)).To(Equal(2))
+	g.Expect(s.polls.Failures(src.Key())).To(Equal(2))
 	s.Unsubscribe("a")
-	g.Eventually(func() int { return s.backoff.NumRequeues(old) }).Should(BeZero(), "an ended poller's count is forgotten")
 	g.Expect(s.Subscribe(sub)).To(Succeed())
 	ev = rec.next(g)
 	g.Expect(ev.Failures).To(Equal(1), "a new poller starts with no failures")
@@ -258,7 +254,7 @@ func TestSchedulerSharedPoller(t *testing.T) {
 	f := newFixture(t)
 	c1 := f.repo.Commit(t, "main", map[string]string{"v": "1"})
 	clk := clocktesting.NewFakeClock(t0)
-	s, polls := startScheduler(t, SchedulerOptions{Clock: clk, Cache: f.cache, Jitter: noJitter})
+	s, polls := startScheduler(t, SchedulerOptions{Cache: f.cache, Options: poll.Options{Clock: clk, Jitter: noJitter}})
 	recA, recB := newRecorder(), newRecorder()
 	srcB := Source{URL: f.src.URL, Ref: Ref{Branch: "main"}}
 	g.Expect(s.Subscribe(Subscription{ID: "a", Source: f.src, Interval: time.Minute, Notify: recA.notify})).To(Succeed())
@@ -284,7 +280,7 @@ func TestSchedulerMaxConcurrent(t *testing.T) {
 	release := f.srv.Hold(gittest.InfoRefs)
 	defer release()
 	clk := clocktesting.NewFakeClock(t0)
-	s, _ := startScheduler(t, SchedulerOptions{Clock: clk, MaxConcurrent: 2})
+	s, _ := startScheduler(t, SchedulerOptions{Options: poll.Options{Clock: clk, MaxConcurrent: 2}})
 	rec := newRecorder()
 	for _, name := range []string{"a", "b", "c"} {
 		repo := gittest.NewRepo(t, f.root, name)
@@ -307,7 +303,7 @@ func TestSchedulerTriggerCoalesces(t *testing.T) {
 	f := newFixture(t)
 	f.repo.Commit(t, "main", map[string]string{"v": "1"})
 	clk := clocktesting.NewFakeClock(t0)
-	s, polls := startScheduler(t, SchedulerOptions{Clock: clk, Cache: f.cache, Jitter: noJitter})
+	s, polls := startScheduler(t, SchedulerOptions{Cache: f.cache, Options: poll.Options{Clock: clk, Jitter: noJitter}})
 	rec := newRecorder()
 	g.Expect(s.Subscribe(Subscription{ID: "a", Source: f.src, Interval: time.Hour, Notify: rec.notify})).To(Succeed())
 	rec.next(g)
@@ -339,7 +335,7 @@ func TestSchedulerQueueFull(t *testing.T) {
 	g := NewWithT(t)
 	f := newFixture(t)
 	clk := clocktesting.NewFakeClock(t0)
-	s, _ := startScheduler(t, SchedulerOptions{Clock: clk, MaxConcurrent: 1, QueueSize: 1, Jitter: noJitter})
+	s, _ := startScheduler(t, SchedulerOptions{Options: poll.Options{Clock: clk, MaxConcurrent: 1, QueueSize: 1, Jitter: noJitter}})
 	rec := newRecorder()
 	var keys []Key
 	for _, name := range []string{"a", "b", "c"} {
@@ -378,7 +374,7 @@ func TestSchedulerSemverNewTag(t *testing.T) {
 	c1 := f.repo.Commit(t, "main", map[string]string{"v": "1"})
 	f.repo.Tag(t, "v1.0.0", c1)
 	clk := clocktesting.NewFakeClock(t0)
-	s, _ := startScheduler(t, SchedulerOptions{Clock: clk, Cache: f.cache, Jitter: noJitter})
+	s, _ := startScheduler(t, SchedulerOptions{Cache: f.cache, Options: poll.Options{Clock: clk, Jitter: noJitter}})
 	rec := newRecorder()
 	src := Source{URL: f.src.URL, Ref: Ref{SemVer: "^1.0.0"}}
 	g.Expect(s.Subscribe(Subscription{ID: "a", Source: src, Interval: time.Minute, Notify: rec.notify})).To(Succeed())
@@ -401,7 +397,7 @@ func TestSchedulerResubscribe(t *testing.T) {
 	f.repo.Commit(t, "main", map[string]string{"v": "1"})
 	f.repo.Commit(t, "dev", map[string]string{"v": "dev"})
 	clk := clocktesting.NewFakeClock(t0)
-	s, polls := startScheduler(t, SchedulerOptions{Clock: clk, Jitter: noJitter})
+	s, polls := startScheduler(t, SchedulerOptions{Options: poll.Options{Clock: clk, Jitter: noJitter}})
 	rec := newRecorder()
 	sub := Subscription{ID: "a", Source: f.src, Interval: time.Minute, Notify: rec.notify}
 	g.Expect(s.Subscribe(sub)).To(Succeed())

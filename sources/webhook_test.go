@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/converge-gitops/converge/internal/gittest"
+	"github.com/converge-gitops/converge/sources/poll"
 )
 
 // fakeTargets serves targets from a map of normalized repository URL to targets.
@@ -205,7 +206,7 @@ func TestWebhookBurst(t *testing.T) {
 	f := newFixture(t)
 	f.repo.Commit(t, "main", map[string]string{"v": "1"})
 	clk := clocktesting.NewFakeClock(t0)
-	s, polls := startScheduler(t, SchedulerOptions{Clock: clk, Cache: f.cache, Jitter: noJitter})
+	s, polls := startScheduler(t, SchedulerOptions{Cache: f.cache, Options: poll.Options{Clock: clk, Jitter: noJitter}})
 	rec := newRecorder()
 	g.Expect(s.Subscribe(Subscription{ID: "a", Source: f.src, Interval: time.Hour, Notify: rec.notify})).To(Succeed())
 	rec.next(g)
@@ -266,7 +267,7 @@ func TestWebhookBurstWhilePolling(t *testing.T) {
 	f := newFixture(t)
 	f.repo.Commit(t, "main", map[string]string{"v": "1"})
 	clk := clocktesting.NewFakeClock(t0)
-	s, polls := startScheduler(t, SchedulerOptions{Clock: clk, Cache: f.cache, Jitter: noJitter})
+	s, polls := startScheduler(t, SchedulerOptions{Cache: f.cache, Options: poll.Options{Clock: clk, Jitter: noJitter}})
 	rec := newRecorder()
 	g.Expect(s.Subscribe(Subscription{ID: "a", Source: f.src, Interval: time.Hour, Notify: rec.notify})).To(Succeed())
 	rec.next(g)

@@ -244,7 +244,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 	if _, err := notify.SetupWithManager(mgr, notify.Options{}); err != nil {
 		return fmt.Errorf("setting up the notifier controller: %w", err)
 	}
-	if _, err := fleet.SetupWithManager(mgr, fleet.Options{Cache: o.source.setCache()}); err != nil {
+	if _, err := fleet.SetupWithManager(mgr, fleet.Options{Cache: o.source.setCache(), Polls: r.Scheduler().Polls()}); err != nil {
 		return fmt.Errorf("setting up the SyncTargetSet controller: %w", err)
 	}
 	return mgr.Start(ctx)

@@ -13,10 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sources/poll"
 )
 
 // FieldOwner is the field manager of the set's writes to the SyncTargets it generates.
@@ -49,6 +53,8 @@ type Reconciler struct {
 
 	// sizes are the sets' sizes, for the wait after a change of their SyncTargets.
 	sizes setSizes
+	// listed are the generations of the sets whose directories were listed.
+	listed generations
 }
 
 // Options configure the controller.
@@ -57,6 +63,10 @@ type Options struct {
 	Cache sources.CacheOptions
 	// Workers is how many sets are reconciled at once; DefaultWorkers when zero.
 	Workers int
+	// Polls, when set, is the daemon's poll scheduler: the sources of gitDirectories
+	// generators are polled by it (shared with the SyncTargets', at their interval or cron
+	// schedule, at once on a push), and a set is reconciled when one of them moves.
+	Polls *poll.Scheduler[sources.Key, sources.Source, sources.Polled]
 }
 
 // SetupWithManager creates the controller and registers it with mgr: it watches sets
@@ -72,10 +82,11 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
+	wake := make(chan event.GenericEvent, 1024)
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Dirs:      &GitLister{Reader: mgr.GetAPIReader(), Cache: cache, Timeout: o.Cache.FetchTimeout},
+		Dirs:      &GitLister{Reader: mgr.GetAPIReader(), Cache: cache, Timeout: o.Cache.FetchTimeout, Polls: o.Polls, Wake: wake},
 		Schema:    schema,
 	}
 	workers := o.Workers
@@ -87,8 +98,22 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		For(&convergev1.SyncTargetSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&convergev1.SyncTarget{}, enqueueSetOfChild(mgr.GetScheme(), mgr.GetRESTMapper(), r.sizes.batch), builder.WithPredicates(childChanged)).
+		WatchesRawSource(source.Channel(wake, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 	return r, err
+}
+
+// forgetSources ends the subscriptions of a set's Git directory listings when the set is
+// gone (generation 0) or its spec changed since they were made: its next listing subscribes
+// to what its generators follow now.
+func (r *Reconciler) forgetSources(set client.ObjectKey, generation int64) {
+	l, ok := r.Dirs.(*GitLister)
+	if !ok {
+		return
+	}
+	if r.listed.changed(set, generation) {
+		l.Forget(set)
+	}
 }
 
 // CacheDir is where the daemon keeps the checkouts of the gitDirectories generator: a
@@ -101,12 +126,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, set); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.sizes.forget(req.NamespacedName)
+			r.forgetSources(req.NamespacedName, 0)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !set.DeletionTimestamp.IsZero() {
+		r.forgetSources(req.NamespacedName, 0)
 		return ctrl.Result{}, r.finalize(ctx, set)
 	}
+	r.forgetSources(req.NamespacedName, set.Generation)
 	if err := r.syncFinalizer(ctx, set); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -149,7 +177,7 @@ func (r *Reconciler) finalize(ctx context.Context, set *convergev1.SyncTargetSet
 // sync is one pass: generate, render, validate every rendering, then write the rollout's
 // share and delete (or release) what is no longer generated.
 func (r *Reconciler) sync(ctx context.Context, set *convergev1.SyncTargetSet) (ctrl.Result, error) {
-	gen, err := Generate(ctx, Env{Namespace: set.Namespace, Secrets: r.APIReader, Dirs: r.Dirs}, set.Spec.Generators)
+	gen, err := Generate(ctx, Env{Namespace: set.Namespace, Set: set.Name, Secrets: r.APIReader, Dirs: r.Dirs}, set.Spec.Generators)
 	if err != nil {
 		reason := convergev1.GenerationFailedReason
 		if errors.Is(err, sources.ErrVerificationFailed) {

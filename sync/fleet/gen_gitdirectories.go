@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
 
@@ -20,7 +22,7 @@ func (gd gitDirectoriesGenerator) generate(ctx context.Context, env Env) (Genera
 	if env.Dirs == nil {
 		return Generated{}, errors.New("no Git directory lister configured")
 	}
-	got, err := env.Dirs.List(ctx, env.Namespace, gd.g)
+	got, err := env.Dirs.List(ctx, client.ObjectKey{Namespace: env.Namespace, Name: env.Set}, gd.g)
 	if err != nil {
 		return Generated{}, err
 	}

@@ -17,9 +17,9 @@ const MaxParamSets = 1000
 // Directories lists the directories of a Git source; the controller's is a GitLister.
 type Directories interface {
 	// List returns the directories of g's source (read with the credentials of the set's
-	// namespace ns) matching its include and not its exclude globs, and how long the
-	// answer holds before the source is polled again.
-	List(ctx context.Context, ns string, g *convergev1.GitDirectoriesGenerator) (Listing, error)
+	// namespace) matching its include and not its exclude globs, and how long the answer
+	// holds before the source is polled again.
+	List(ctx context.Context, set client.ObjectKey, g *convergev1.GitDirectoriesGenerator) (Listing, error)
 }
 
 // Listing is a Directories' answer.
@@ -39,6 +39,8 @@ type Listing struct {
 type Env struct {
 	// Namespace of the set: clusters are its Secrets, Git credentials its Secrets.
 	Namespace string
+	// Set is the set's name: the lister of Git directories wakes it when its sources move.
+	Set string
 	// Secrets lists Secrets' metadata; an uncached reader (the API reader), so that only
 	// the clusters generator lists Secrets, by label, and nothing watches them.
 	Secrets client.Reader

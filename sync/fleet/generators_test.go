@@ -13,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/gittest"
@@ -141,4 +143,62 @@ func TestGitDirectories(t *testing.T) {
 	gen.Source.URL = srv.URL + "/missing.git"
 	_, err = Generate(context.Background(), env, []convergev1.Generator{{GitDirectories: gen}})
 	g.Expect(err).To(HaveOccurred())
+}
+
+// With the daemon's poll scheduler, a set's directories follow the poller of its source,
+// which the SyncTargets of the same source share: a push that triggers it wakes the set at
+// once, and the listing shows the new directory without asking the remote itself; a cron
+// schedule is followed, and a set that is gone ends its subscription.
+func TestGitDirectoriesFollowThePollScheduler(t *testing.T) {
+	g := NewWithT(t)
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "fleet")
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	repo.Commit(t, "main", map[string]string{"apps/web/k.yaml": "a", "apps/api/k.yaml": "b"})
+	checkouts, err := sources.NewCache(sources.CacheOptions{Dir: t.TempDir()})
+	g.Expect(err).NotTo(HaveOccurred())
+	sched := sources.NewScheduler(sources.SchedulerOptions{Cache: checkouts})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = sched.Start(ctx) }()
+
+	cache, err := sources.NewCache(sources.CacheOptions{Dir: t.TempDir()})
+	g.Expect(err).NotTo(HaveOccurred())
+	wake := make(chan event.GenericEvent, 8)
+	lister := &GitLister{Cache: cache, Polls: sched.Polls(), Wake: wake}
+	src := convergev1.GitSource{URL: srv.RepoURL(repo), Ref: convergev1.GitRef{Branch: "main"}, Schedule: "@hourly"}
+	gen := []convergev1.Generator{{GitDirectories: &convergev1.GitDirectoriesGenerator{Source: src, Include: []string{"apps/*"}}}}
+	env := Env{Namespace: "team", Set: "fleet", Dirs: lister}
+
+	// A SyncTarget of the same source subscribes to the same poller.
+	key := sources.Source{URL: src.URL, Ref: sources.Ref{Branch: "main"}}.Key()
+	g.Expect(sched.Subscribe(sources.Subscription{ID: "team/app", Source: sources.Source{URL: src.URL, Ref: sources.Ref{Branch: "main"}}})).To(Succeed())
+	g.Eventually(func() bool { _, ok := sched.Latest("team/app"); return ok }).Should(BeTrue())
+
+	got, err := Generate(ctx, env, gen)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Params).To(HaveLen(2))
+	g.Eventually(func() time.Time { at, _ := sched.NextPoll(key); return at }).Should(
+		BeTemporally("<=", time.Now().Add(time.Minute+6*time.Second)), "the SyncTarget's minute is the shortest schedule")
+
+	srv.ResetStats()
+	repo.Commit(t, "main", map[string]string{"apps/db/k.yaml": "d"})
+	g.Expect(sched.Trigger(key)).To(Succeed()) // what a push webhook does
+	var woken event.GenericEvent
+	g.Eventually(wake).WithTimeout(10*time.Second).Should(Receive(&woken), "the push wakes the set")
+	g.Expect(woken.Object.GetNamespace() + "/" + woken.Object.GetName()).To(Equal("team/fleet"))
+	got, err = Generate(ctx, env, gen)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Params).To(HaveLen(3))
+	// The poller lists the refs and fetches; the set only fetches the new commit by SHA
+	// into its own cache. Asking the remote itself would list the refs once more.
+	g.Expect(srv.Stats().InfoRefs).To(BeEquivalentTo(3), "the poller's listing and fetch, the set's fetch")
+	g.Expect(srv.Stats().UploadPack).To(BeEquivalentTo(2), "the poller's fetch, the set's fetch")
+
+	sched.Unsubscribe("team/app")
+	_, ok := sched.NextPoll(key)
+	g.Expect(ok).To(BeTrue(), "the set still follows the source")
+	lister.Forget(client.ObjectKey{Namespace: "team", Name: "fleet"})
+	_, ok = sched.NextPoll(key)
+	g.Expect(ok).To(BeFalse(), "a forgotten set polls nothing")
 }

@@ -15,19 +15,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sources/poll"
 	"github.com/converge-gitops/converge/sync/target"
 )
 
 // GitLister lists the directories of Git sources: it resolves the ref, checks the commit
-// out into Cache and walks it. An answer is kept for the source's interval, so that the
-// reconciles an owned SyncTarget's status changes cause do not poll the remote. A source
-// with verify is listed only at a revision whose signatures verify with its trusted keys,
-// as a SyncTarget's are checked (sources.Verifier), before it is checked out: a revision
-// that does not verify leaves the listing of the last one that did, and says why.
+// out into Cache and walks it. With Polls, the daemon's poll scheduler, a set subscribes
+// to the poller of each of its sources — shared with the SyncTargets that follow the same
+// source, at its interval or cron schedule, polled at once on a push — and learns the
+// commit from it; a poll that finds news wakes the set through Wake. Without, an answer is
+// kept for the source's interval, so that the reconciles an owned SyncTarget's status
+// changes cause do not poll the remote. A source with verify is listed only at a revision
+// whose signatures verify with its trusted keys, as a SyncTarget's are checked
+// (sources.Verifier), before it is checked out: a revision that does not verify leaves the
+// listing of the last one that did, and says why.
 type GitLister struct {
+	// Polls, when set, polls the sources (the SyncTargets' scheduler).
+	Polls *poll.Scheduler[sources.Key, sources.Source, sources.Polled]
+	// Wake receives a set whose source has news (with Polls).
+	Wake chan event.GenericEvent
+
 	// Reader reads the credentials and trusted keys Secrets (spec.source.secretRef,
 	// spec.source.verify.secretRef) by name.
 	Reader client.Reader
@@ -42,7 +53,8 @@ type GitLister struct {
 
 	mu       sync.Mutex
 	listed   map[listingKey]listing
-	verifier *sources.Verifier // made on first use
+	verifier *sources.Verifier                    // made on first use
+	subs     map[client.ObjectKey]map[string]bool // set → its subscriptions to Polls
 }
 
 // listingKey is a source and the trust its listing was made with: a listing verified with
@@ -78,7 +90,8 @@ func (t trust) id() string {
 }
 
 // List implements Directories.
-func (l *GitLister) List(ctx context.Context, ns string, g *convergev1.GitDirectoriesGenerator) (Listing, error) {
+func (l *GitLister) List(ctx context.Context, set client.ObjectKey, g *convergev1.GitDirectoriesGenerator) (Listing, error) {
+	ns := set.Namespace
 	every := interval(g.Source)
 	depth, err := globDepth(g.Include, g.Exclude)
 	if err != nil {
@@ -97,7 +110,13 @@ func (l *GitLister) List(ctx context.Context, ns string, g *convergev1.GitDirect
 	if err != nil {
 		return Listing{}, err
 	}
-	got, err := l.tree(ctx, src, trust{mode: sources.VerifyMode(st.VerifyMode()), keys: keys}, depth, every)
+	tr := trust{mode: sources.VerifyMode(st.VerifyMode()), keys: keys}
+	var got listing
+	if l.Polls != nil {
+		got, err = l.polledTree(ctx, set, src, g.Source, tr, depth)
+	} else {
+		got, err = l.tree(ctx, src, tr, depth, every)
+	}
 	if err != nil {
 		return Listing{}, err
 	}
@@ -121,6 +140,13 @@ func (l *GitLister) tree(ctx context.Context, src sources.Source, tr trust, dept
 	if err != nil {
 		return listing{}, err
 	}
+	return l.listAt(ctx, key, got, usable, src, tr, rev, depth, now)
+}
+
+// listAt lists the directories of rev, or keeps got, the listing of the same key made
+// before (usable: deep enough), when rev is its commit or does not verify.
+func (l *GitLister) listAt(ctx context.Context, key listingKey, got listing, usable bool, src sources.Source, tr trust,
+	rev sources.Revision, depth int, now time.Time) (listing, error) {
 	if usable && got.commit == rev.Commit {
 		got.at, got.refused = now, ""
 	} else {
@@ -146,6 +172,76 @@ func (l *GitLister) tree(ctx context.Context, src sources.Source, tr trust, dept
 	l.listed[key] = got
 	l.mu.Unlock()
 	return got, nil
+}
+
+// polledTree lists the directories of the commit src's poller found last, subscribing
+// set to it; before its first poll, the remote is asked directly. A listing of that commit
+// is answered from memory.
+func (l *GitLister) polledTree(ctx context.Context, set client.ObjectKey, src sources.Source, gs convergev1.GitSource,
+	tr trust, depth int) (listing, error) {
+	key := listingKey{source: src.Key(), trust: tr.id()}
+	id := "set:" + set.String() + ":" + string(src.Key())
+	err := l.Polls.Subscribe(poll.Subscription[sources.Key, sources.Source, sources.Polled]{
+		ID: id, Key: src.Key(), Source: src, Interval: interval(gs), Schedule: string(gs.Schedule),
+		Notify: func(ev poll.Event[sources.Key, sources.Polled]) {
+			if ev.Changed && !ev.First {
+				l.wake(set)
+			}
+		},
+	})
+	if err != nil {
+		return listing{}, err
+	}
+	l.mu.Lock()
+	if l.subs == nil {
+		l.subs = map[client.ObjectKey]map[string]bool{}
+	}
+	if l.subs[set] == nil {
+		l.subs[set] = map[string]bool{}
+	}
+	l.subs[set][id] = true
+	got, ok := l.listed[key]
+	l.mu.Unlock()
+	var rev sources.Revision
+	switch ev, polled := l.Polls.Latest(id); {
+	case polled && ev.Err != nil:
+		return listing{}, ev.Err
+	case polled && !ev.Result.Revision.IsZero():
+		rev = ev.Result.Revision
+	default:
+		if rev, err = l.resolve(ctx, src); err != nil {
+			return listing{}, err
+		}
+	}
+	return l.listAt(ctx, key, got, ok && got.depth >= depth, src, tr, rev, depth, l.now())
+}
+
+// wake asks for a reconcile of set.
+func (l *GitLister) wake(set client.ObjectKey) {
+	if l.Wake == nil {
+		return
+	}
+	obj := &convergev1.SyncTargetSet{}
+	obj.Namespace, obj.Name = set.Namespace, set.Name
+	select {
+	case l.Wake <- event.GenericEvent{Object: obj}:
+	default: // the queue is full; the set's recheck picks the news up
+	}
+}
+
+// Forget ends the subscriptions of set (it is gone, or its generators changed: the next
+// listing subscribes again to what they follow now).
+func (l *GitLister) Forget(set client.ObjectKey) {
+	l.mu.Lock()
+	ids := l.subs[set]
+	delete(l.subs, set)
+	l.mu.Unlock()
+	if l.Polls == nil {
+		return
+	}
+	for id := range ids {
+		l.Polls.Unsubscribe(id)
+	}
 }
 
 // resolve asks the remote which commit src's ref points at, within Timeout.

@@ -108,6 +108,20 @@ func (s *setSizes) set(key types.NamespacedName, n int) { s.m.Store(key, n) }
 
 func (s *setSizes) forget(key types.NamespacedName) { s.m.Delete(key) }
 
+// generations remembers a generation per set.
+type generations struct{ m sync.Map }
+
+// changed records generation for key (0: forget it) and reports whether it differs from
+// the one recorded before (a set never recorded has changed only when it is not 0).
+func (g *generations) changed(key types.NamespacedName, generation int64) bool {
+	if generation == 0 {
+		_, had := g.m.LoadAndDelete(key)
+		return had
+	}
+	before, had := g.m.Swap(key, generation)
+	return had && before.(int64) != generation
+}
+
 // batch is the wait of the set of req.
 func (s *setSizes) batch(req reconcile.Request) time.Duration {
 	n, _ := s.m.Load(req.NamespacedName)

@@ -33,7 +33,7 @@ type ChartFetcher struct {
 
 	mu        sync.Mutex
 	sched     *charts.Scheduler
-	refreshed map[string]time.Time // SyncTarget → the request a poll was triggered for
+	refreshed refreshes
 }
 
 var _ Fetcher = (*ChartFetcher)(nil)
@@ -106,15 +106,10 @@ func (f *ChartFetcher) latest(ctx context.Context, st *convergev1.SyncTarget, sr
 // notify wakes the SyncTarget after a poll that found news, or that a reconcile a user
 // asked for waits for.
 func (f *ChartFetcher) notify(key client.ObjectKey, ev charts.Event) {
-	f.mu.Lock()
-	since, asked := f.refreshed[key.String()]
-	if asked && !ev.Time.Before(since) {
-		delete(f.refreshed, key.String())
-	}
-	f.mu.Unlock()
+	answered := f.refreshed.answered(key.String(), ev.Time)
 	// The first poll answers the Resolve that subscribed: no news for it.
-	if (ev.Changed && !ev.First) || (asked && !ev.Time.Before(since)) {
-		f.wake(key)
+	if (ev.Changed && !ev.First) || answered {
+		wakeTarget(f.Wake, key)
 	}
 }
 
@@ -133,38 +128,19 @@ func (f *ChartFetcher) ResolveFresh(ctx context.Context, st *convergev1.SyncTarg
 		return ev.Resolved.String(), true, err
 	}
 	id := client.ObjectKeyFromObject(st).String()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.refreshed == nil {
-		f.refreshed = map[string]time.Time{}
-	}
-	if t, ok := f.refreshed[id]; !ok || t.Before(since) {
-		f.refreshed[id] = since
-		if trigErr := f.sched.Trigger(id); trigErr != nil {
+	if f.refreshed.ask(id, since) {
+		if trigErr := f.scheduler().Trigger(id); trigErr != nil {
+			f.refreshed.forget(id)
 			return ev.Resolved.String(), true, err
 		}
 	}
 	return ev.Resolved.String(), false, nil
 }
 
-func (f *ChartFetcher) wake(key client.ObjectKey) {
-	if f.Wake == nil {
-		return
-	}
-	st := &convergev1.SyncTarget{}
-	st.Namespace, st.Name = key.Namespace, key.Name
-	select {
-	case f.Wake <- event.GenericEvent{Object: st}:
-	default: // the queue is full; the periodic reconcile picks the version up
-	}
-}
-
 // Forget ends the SyncTarget's subscription (it was deleted).
 func (f *ChartFetcher) Forget(key client.ObjectKey) {
 	f.scheduler().Unsubscribe(key.String())
-	f.mu.Lock()
-	delete(f.refreshed, key.String())
-	f.mu.Unlock()
+	f.refreshed.forget(key.String())
 }
 
 // Checkout implements Fetcher: the directory of the chart of revision (the one holding

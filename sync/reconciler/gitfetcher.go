@@ -29,7 +29,7 @@ type GitFetcher struct {
 	Wake chan event.GenericEvent
 
 	mu        sync.Mutex
-	refreshed map[string]time.Time // SyncTarget → the request a poll was triggered for
+	refreshed refreshes
 	// direct is the revision a SyncTarget resolved by asking the remote itself, before its
 	// poller's first poll: that poll finding the same revision is no news to wake it for.
 	direct   map[string]string
@@ -67,7 +67,7 @@ func (f *GitFetcher) resolve(ctx context.Context, st *convergev1.SyncTarget, src
 			ID: id, Source: src, Interval: st.GetInterval(), Schedule: string(st.Spec.Source.Schedule),
 			Notify: func(ev sources.Event) {
 				if !f.known(id, ev) {
-					f.wake(key)
+					wakeTarget(f.Wake, key)
 				}
 			},
 		})
@@ -126,30 +126,15 @@ func (f *GitFetcher) ResolveFresh(ctx context.Context, st *convergev1.SyncTarget
 		return rev, true, err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.refreshed == nil {
-		f.refreshed = map[string]time.Time{}
-	}
 	delete(f.direct, id) // the reconcile waits for the poll's end to wake it
-	if t, ok := f.refreshed[id]; !ok || t.Before(since) {
-		f.refreshed[id] = since
+	f.mu.Unlock()
+	if f.refreshed.ask(id, since) {
 		if trigErr := f.Scheduler.Trigger(src.Key()); trigErr != nil {
+			f.refreshed.forget(id)
 			return rev, true, err // not polled by the scheduler: what Resolve said stands
 		}
 	}
 	return rev, false, nil
-}
-
-func (f *GitFetcher) wake(key client.ObjectKey) {
-	if f.Wake == nil {
-		return
-	}
-	st := &convergev1.SyncTarget{}
-	st.Namespace, st.Name = key.Namespace, key.Name
-	select {
-	case f.Wake <- event.GenericEvent{Object: st}:
-	default: // the queue is full; the periodic reconcile picks the revision up
-	}
 }
 
 // Forget ends the SyncTarget's subscription (it was deleted).
@@ -157,8 +142,8 @@ func (f *GitFetcher) Forget(key client.ObjectKey) {
 	if f.Scheduler != nil {
 		f.Scheduler.Unsubscribe(key.String())
 	}
+	f.refreshed.forget(key.String())
 	f.mu.Lock()
-	delete(f.refreshed, key.String())
 	delete(f.direct, key.String())
 	f.mu.Unlock()
 }
