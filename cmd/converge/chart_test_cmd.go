@@ -18,8 +18,8 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/diff"
+	"github.com/converge-gitops/converge/sync/cluster"
 	"github.com/converge-gitops/converge/sync/hooks"
-	"github.com/converge-gitops/converge/sync/remote"
 )
 
 // testEvents are the hook events of a chart's tests ("test-success" is Helm 2's name).
@@ -59,7 +59,7 @@ func (o *chartTestOptions) run(cmd *cobra.Command, name string) error {
 	if o.timeout <= 0 {
 		return usageError(errors.New("--timeout must be positive"))
 	}
-	c, _, err := o.cli.Client()
+	c, cfg, err := o.cli.Client()
 	if err != nil {
 		return err
 	}
@@ -76,12 +76,16 @@ func (o *chartTestOptions) run(cmd *cobra.Command, name string) error {
 		return fmt.Errorf("reading SyncTarget %s/%s: %w", ns, name, err)
 	}
 	// The tests of a SyncTarget of a remote cluster run there, as its chart deploys there.
-	cluster, release, err := remote.ClientFor(ctx, c, st, true)
+	on, release, err := cluster.ForCaller(ctx, c, cfg, st, true)
 	if err != nil {
 		return err
 	}
 	defer release()
-	tests, err := chartTests(ctx, c, cluster, st)
+	there, err := on.Client("")
+	if err != nil {
+		return err
+	}
+	tests, err := chartTests(ctx, c, there, st)
 	if err != nil {
 		return err
 	}
@@ -91,7 +95,7 @@ func (o *chartTestOptions) run(cmd *cobra.Command, name string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	return runChartTests(ctx, cluster, cmd.OutOrStdout(), tests)
+	return runChartTests(ctx, there, cmd.OutOrStdout(), tests)
 }
 
 // chartTests renders the chart of st's last applied revision with its tests, its source

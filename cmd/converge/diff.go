@@ -13,7 +13,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/diff"
-	"github.com/converge-gitops/converge/sync/remote"
+	"github.com/converge-gitops/converge/sync/cluster"
 )
 
 // diffOptions are the flags of `converge diff`.
@@ -224,7 +224,16 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 		return nil, fmt.Errorf("reading SyncTarget %s/%s: %w", ns, o.target, err)
 	}
 	in.options = diff.OptionsFor(st)
-	if in.cluster, in.release, err = remote.ClientFor(ctx, c, st, true); err != nil {
+	cfg, err := cli.kube.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	on, release, err := cluster.ForCaller(ctx, c, cfg, st, true)
+	if err != nil {
+		return nil, err
+	}
+	in.release = release
+	if in.cluster, err = on.Client(""); err != nil {
 		return nil, err
 	}
 	if in.render, err = diff.TargetRenderOptions(ctx, c, in.cluster, st, "", ""); err != nil {

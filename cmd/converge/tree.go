@@ -12,7 +12,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/health"
 	"github.com/converge-gitops/converge/internal/tree"
-	"github.com/converge-gitops/converge/sync/remote"
+	"github.com/converge-gitops/converge/sync/cluster"
 )
 
 // treeOptions are the flags of `converge tree`.
@@ -40,12 +40,20 @@ func (o *treeOptions) run(ctx context.Context, out io.Writer, name string) error
 	}
 	// A SyncTarget of a remote cluster: its objects are read there (a loopback cluster is
 	// allowed, the CLI runs with the network position of its user).
-	cluster, release, err := remote.ClientFor(ctx, c, st, true)
+	cfg, err := o.cli.kube.restConfig()
+	if err != nil {
+		return err
+	}
+	on, release, err := cluster.ForCaller(ctx, c, cfg, st, true)
 	if err != nil {
 		return err
 	}
 	defer release()
-	t, err := tree.Load(ctx, cluster, st)
+	there, err := on.Client("")
+	if err != nil {
+		return err
+	}
+	t, err := tree.Load(ctx, there, st)
 	if err != nil {
 		return err
 	}

@@ -78,7 +78,7 @@ data:
 	st := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: f.ns},
 		Spec: convergev1.SyncTargetSpec{TargetNamespace: f.ns,
 			Chart: &convergev1.ChartSource{Repository: repo.URL(), Name: "shop", Version: "1.0.0"}}}
-	res, _, err := Pending(ctx, f.c, st, "")
+	res, _, err := Pending(ctx, f.c, shared.cluster.Config, st, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,11 @@ package diff
 import (
 	"context"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
-	"github.com/converge-gitops/converge/sync/remote"
+	synccluster "github.com/converge-gitops/converge/sync/cluster"
 	"github.com/converge-gitops/converge/sync/target"
 )
 
@@ -37,9 +38,10 @@ func TargetRenderOptions(ctx context.Context, c, cluster client.Reader, st *conv
 
 // Pending is what syncing st at revision would do to the cluster, as `converge diff
 // --target NAME --revision REVISION` shows it: its source fetched with c (the caller's
-// credentials), rendered, and compared with Compute. An empty revision is the ref st
-// follows. It returns the revision fetched.
-func Pending(ctx context.Context, c client.Client, st *convergev1.SyncTarget, revision string) (*Result, string, error) {
+// credentials), rendered, and compared with Compute. cfg is c's config (nil: the
+// cluster's capabilities are not discovered). An empty revision is the ref st follows. It
+// returns the revision fetched.
+func Pending(ctx context.Context, c client.Client, cfg *rest.Config, st *convergev1.SyncTarget, revision string) (*Result, string, error) {
 	co, err := Fetch(ctx, c, st, revision)
 	if err != nil {
 		return nil, "", err
@@ -48,19 +50,23 @@ func Pending(ctx context.Context, c client.Client, st *convergev1.SyncTarget, re
 	// A SyncTarget of a remote cluster is compared with that cluster, and its chart's
 	// lookups read there (never one at a loopback address: the web UI may run beside the
 	// daemon).
-	cluster, release, err := remote.ClientFor(ctx, c, st, false)
+	on, release, err := synccluster.ForCaller(ctx, c, cfg, st, false)
 	if err != nil {
 		return nil, co.Revision, err
 	}
 	defer release()
-	ro, err := TargetRenderOptions(ctx, c, cluster, st, co.Dir, st.Spec.Path)
+	there, err := on.Client("")
 	if err != nil {
 		return nil, co.Revision, err
 	}
-	objects, err := Render(ctx, cluster.RESTMapper(), ro)
+	ro, err := TargetRenderOptions(ctx, c, there, st, co.Dir, st.Spec.Path)
 	if err != nil {
 		return nil, co.Revision, err
 	}
-	res, err := Compute(ctx, cluster, objects, OptionsFor(st))
+	objects, err := Render(ctx, there.RESTMapper(), ro)
+	if err != nil {
+		return nil, co.Revision, err
+	}
+	res, err := Compute(ctx, there, objects, OptionsFor(st))
 	return res, co.Revision, err
 }

@@ -43,7 +43,7 @@ func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, "diff", v)
 		return
 	}
-	res, rev, err := diff.Pending(r.Context(), s.client, st, st.Status.LastFetchedRevision)
+	res, rev, err := diff.Pending(r.Context(), s.client, s.opts.Config, st, st.Status.LastFetchedRevision)
 	if rev != "" {
 		v.Revision = revisionOf(st, rev)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/converge-gitops/converge/internal/actions"
 	"github.com/converge-gitops/converge/internal/tree"
 	"github.com/converge-gitops/converge/sources"
-	"github.com/converge-gitops/converge/sync/remote"
+	synccluster "github.com/converge-gitops/converge/sync/cluster"
 )
 
 // errNotFound is a SyncTarget that does not exist (or is not visible to the user).
@@ -128,11 +128,15 @@ func (s *Server) tree(ctx context.Context, st *convergev1.SyncTarget) (*tree.Tre
 		}
 		opts.MayRead = s.mayRead
 	}
-	c, release, err := remote.ClientFor(ctx, s.client, st, true)
+	on, release, err := synccluster.ForCaller(ctx, s.client, s.opts.Config, st, true)
 	if err != nil {
 		return nil, s.explain(err)
 	}
 	defer release()
+	c, err := on.Client("")
+	if err != nil {
+		return nil, s.explain(err)
+	}
 	t, err := tree.LoadWith(ctx, c, st, opts)
 	if err != nil {
 		return t, err.Error()

@@ -38,7 +38,13 @@ type Cluster interface {
 	Drift(owner types.NamespacedName) (w *drift.Watcher, first bool, err error)
 	// Mapper is the cluster's REST mapper.
 	Mapper() meta.RESTMapper
+	// Capabilities are the cluster's version and the API versions it serves, for a
+	// chart's .Capabilities (kept for remote.CapabilitiesTTL).
+	Capabilities() (Capabilities, error)
 }
+
+// Capabilities are what a chart's templates may ask of the cluster it is rendered for.
+type Capabilities = remote.Capabilities
 
 // Clusters gives each SyncTarget its Cluster. Set is the daemon's.
 type Clusters interface {
@@ -104,6 +110,9 @@ func (l *Local) Drift(types.NamespacedName) (*drift.Watcher, bool, error) { retu
 // Mapper implements Cluster.
 func (l *Local) Mapper() meta.RESTMapper { return l.mapper }
 
+// Capabilities implements Cluster.
+func (l *Local) Capabilities() (Capabilities, error) { return l.ids.Capabilities() }
+
 // Set is the daemon's Clusters: its own, and the remote clusters of kubeconfig Secrets.
 type Set struct {
 	local  *Local
@@ -154,7 +163,67 @@ func (r *remoteCluster) Name() string                                 { return r
 func (r *remoteCluster) Client(user string) (client.Client, error)    { return r.c.Client(user) }
 func (r *remoteCluster) Checker(user string) (*health.Checker, error) { return r.c.Checker(user) }
 func (r *remoteCluster) Mapper() meta.RESTMapper                      { return r.c.RESTMapper() }
+func (r *remoteCluster) Capabilities() (Capabilities, error)          { return r.c.Capabilities() }
 
 func (r *remoteCluster) Drift(owner types.NamespacedName) (*drift.Watcher, bool, error) {
 	return r.c.Drift(r.parent, owner)
+}
+
+// ForCaller returns the cluster st's objects are on for a caller other than the daemon
+// (the CLI, the web UI, converge diff), acting with the caller's own rights: the cluster of
+// c and cfg (cfg may be nil: Capabilities then fails), or the remote one of st's
+// kubeconfig Secret, read with c (see remote.ForCaller). release is never nil; call it
+// when done.
+func ForCaller(ctx context.Context, c client.Client, cfg *rest.Config, st *convergev1.SyncTarget,
+	allowLoopback bool) (Cluster, func(), error) {
+	if st.Spec.KubeConfig == nil {
+		cc := &callerCluster{c: c}
+		if cfg != nil {
+			cc.ids = remote.NewIdentities("", cfg, c.Scheme(), c.RESTMapper())
+		}
+		return cc, func() {}, nil
+	}
+	rc, release, err := remote.ForCaller(ctx, c, c.Scheme(), st, allowLoopback)
+	if err != nil {
+		return nil, release, err
+	}
+	return &remoteCluster{c: rc}, release, nil
+}
+
+// ErrCallerIdentity refuses another identity than the caller's own.
+var ErrCallerIdentity = errors.New("a caller acts with its own rights, not as another user")
+
+// callerCluster is the cluster of a caller's own client c.
+type callerCluster struct {
+	c   client.Client
+	ids *remote.Identities // nil without a config
+}
+
+func (cc *callerCluster) Name() string { return "" }
+
+func (cc *callerCluster) Client(user string) (client.Client, error) {
+	if user != "" {
+		return nil, ErrCallerIdentity
+	}
+	return cc.c, nil
+}
+
+func (cc *callerCluster) Checker(user string) (*health.Checker, error) {
+	if user != "" {
+		return nil, ErrCallerIdentity
+	}
+	return health.NewForClient(cc.c), nil
+}
+
+func (cc *callerCluster) Drift(types.NamespacedName) (*drift.Watcher, bool, error) {
+	return nil, false, nil
+}
+
+func (cc *callerCluster) Mapper() meta.RESTMapper { return cc.c.RESTMapper() }
+
+func (cc *callerCluster) Capabilities() (Capabilities, error) {
+	if cc.ids == nil {
+		return Capabilities{}, errors.New("the cluster's capabilities: no client config to discover them with")
+	}
+	return cc.ids.Capabilities()
 }

@@ -133,3 +133,39 @@ func TestSetForRemote(t *testing.T) {
 		t.Errorf("a SyncTarget that left its remote cluster lets go of it: %d open, %v", remotes.Len(), err)
 	}
 }
+
+// A caller (the CLI, the web UI) gets the cluster of its own client for a SyncTarget
+// without spec.kubeConfig: its own identity only, no drift watch, and capabilities only
+// with a config to discover them with; a remote target's kubeconfig Secret is read with
+// the caller's client, and refused as the daemon refuses it.
+func TestForCaller(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	on, release, err := ForCaller(context.Background(), c, nil, target(""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if got, err := on.Client(""); err != nil || got != c {
+		t.Errorf("the caller's own identity: %v, %v; want its client", got, err)
+	}
+	if _, err := on.Client("system:serviceaccount:shop:deployer"); !errors.Is(err, ErrCallerIdentity) {
+		t.Errorf("another identity: %v; want ErrCallerIdentity", err)
+	}
+	if _, err := on.Checker("system:serviceaccount:shop:deployer"); !errors.Is(err, ErrCallerIdentity) {
+		t.Errorf("another identity's checker: %v; want ErrCallerIdentity", err)
+	}
+	if w, _, _ := on.Drift(types.NamespacedName{}); w != nil || on.Name() != "" {
+		t.Errorf("a caller's cluster watches no drift and has no name")
+	}
+	if _, err := on.Capabilities(); err == nil {
+		t.Errorf("capabilities without a config: want an error")
+	}
+	_, release2, err := ForCaller(context.Background(), c, nil, target("prod-kc"), false)
+	defer release2()
+	var ce *remote.ConfigError
+	if !errors.As(err, &ce) || ce.Secret != "shop/prod-kc" {
+		t.Errorf("missing kubeconfig Secret: %v; want a ConfigError naming shop/prod-kc", err)
+	}
+}

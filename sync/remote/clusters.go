@@ -263,6 +263,10 @@ func (c *Cluster) Checker(user string) (*health.Checker, error) { return c.ids.C
 // RESTMapper is the cluster's REST mapper, filled lazily from its discovery.
 func (c *Cluster) RESTMapper() meta.RESTMapper { return c.mapper }
 
+// Capabilities returns the cluster's version and API versions (see
+// Identities.Capabilities).
+func (c *Cluster) Capabilities() (Capabilities, error) { return c.ids.Capabilities() }
+
 // Drift returns the cluster's drift watcher, made on first use beside parent (its wakeups
 // go to parent's Events) with the kubeconfig's own identity; first reports whether owner
 // asks for it for the first time, when the kinds it manages are to be watched. Nil once the
@@ -309,41 +313,21 @@ func (c *Cluster) Closed() bool {
 	return c.closed
 }
 
-// ForCaller returns a client of st's remote cluster for a caller other than the daemon
-// (`converge diff`, `converge tree`, the web UI's pending diff): the kubeconfig Secret is
-// read with r, the caller's own rights, and refused as the daemon refuses it. The client
-// acts with the kubeconfig's own identity: whoever may read the Secret holds those
-// credentials anyway. It is nil for a SyncTarget without spec.kubeConfig. release closes
-// the cluster; it is never nil.
+// ForCaller returns st's remote cluster for a caller other than the daemon (`converge
+// diff`, `converge tree`, the web UI's pending diff): the kubeconfig Secret is read with r,
+// the caller's own rights, and refused as the daemon refuses it. Its clients act with the
+// kubeconfig's own identity: whoever may read the Secret holds those credentials anyway.
+// It is nil for a SyncTarget without spec.kubeConfig. release closes the cluster; it is
+// never nil.
 func ForCaller(ctx context.Context, r client.Reader, scheme *runtime.Scheme, st *convergev1.SyncTarget,
-	allowLoopback bool) (c client.Client, release func(), err error) {
+	allowLoopback bool) (cluster *Cluster, release func(), err error) {
 	release = func() {}
 	if st.Spec.KubeConfig == nil {
 		return nil, release, nil
 	}
 	cs := NewClusters(Options{Secrets: r, Scheme: scheme, AllowLoopback: allowLoopback})
-	cluster, err := cs.Acquire(ctx, st)
-	if err != nil {
+	if cluster, err = cs.Acquire(ctx, st); err != nil {
 		return nil, release, err
 	}
-	release = func() { cs.Release(types.NamespacedName{Namespace: st.Namespace, Name: st.Name}) }
-	if c, err = cluster.Client(""); err != nil {
-		release()
-		return nil, func() {}, err
-	}
-	return c, release, nil
-}
-
-// ClientFor returns the client of the cluster st deploys to, for a caller other than the
-// daemon: ForCaller's client for a SyncTarget of a remote cluster, c itself for one of c's
-// cluster. release is never nil.
-func ClientFor(ctx context.Context, c client.Client, st *convergev1.SyncTarget, allowLoopback bool) (client.Client, func(), error) {
-	rc, release, err := ForCaller(ctx, c, c.Scheme(), st, allowLoopback)
-	if err != nil {
-		return nil, release, err
-	}
-	if rc == nil {
-		return c, release, nil
-	}
-	return rc, release, nil
+	return cluster, func() { cs.Release(types.NamespacedName{Namespace: st.Namespace, Name: st.Name}) }, nil
 }

@@ -147,21 +147,22 @@ func TestAcquireErrorsNameTheSecret(t *testing.T) {
 	}
 }
 
-// TestClientForTheTargetsCluster: a SyncTarget without spec.kubeConfig is read with the
-// caller's own client; one whose kubeconfig Secret is refused gets the refusal, no client.
-func TestClientForTheTargetsCluster(t *testing.T) {
+// TestForCallerTheTargetsCluster: a SyncTarget without spec.kubeConfig has no remote
+// cluster (the caller's own is used); one whose kubeconfig Secret is refused gets the
+// refusal, no cluster.
+func TestForCallerTheTargetsCluster(t *testing.T) {
 	c := secretReader(t, map[string][]byte{"value": kubeconfig(t, "https://cluster.example.com", func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
 		u.Exec = &clientcmdapi.ExecConfig{Command: "aws"}
 	})})
 	local := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "local"}}
-	got, release, err := ClientFor(context.Background(), c, local, false)
-	if err != nil || got != c {
-		t.Fatalf("a SyncTarget of the caller's cluster: want the caller's client, got %v, %v", got, err)
+	got, release, err := ForCaller(context.Background(), c, c.Scheme(), local, false)
+	if err != nil || got != nil {
+		t.Fatalf("a SyncTarget of the caller's cluster: want no remote cluster, got %v, %v", got, err)
 	}
 	release()
-	got, release, err = ClientFor(context.Background(), c, syncTarget("remote", "kc", ""), false)
+	got, release, err = ForCaller(context.Background(), c, c.Scheme(), syncTarget("remote", "kc", ""), false)
 	if err == nil || !strings.Contains(err.Error(), "exec plugins are not run") || got != nil {
-		t.Fatalf("an exec-plugin kubeconfig: want its refusal and no client, got %v, %v", got, err)
+		t.Fatalf("an exec-plugin kubeconfig: want its refusal and no cluster, got %v, %v", got, err)
 	}
 	release()
 }

@@ -1,11 +1,15 @@
 package remote
 
 import (
+	"errors"
 	"fmt"
+	"sort"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -53,6 +57,8 @@ type Identities struct {
 	mu       sync.Mutex
 	clients  map[string]client.Client
 	checkers map[string]*health.Checker
+	caps     Capabilities
+	capsAt   time.Time
 }
 
 // NewIdentities returns the identities of the cluster of cfg. name, when not empty, is the
@@ -95,4 +101,87 @@ func (ids *Identities) Checker(user string) (*health.Checker, error) {
 	}
 	ids.checkers[user] = c
 	return c, nil
+}
+
+// Capabilities are what a chart's templates may ask of the cluster it is rendered for
+// (Helm's .Capabilities): the cluster's version and the API versions it serves.
+type Capabilities struct {
+	// KubeVersion is the API server's version, e.g. "v1.35.0".
+	KubeVersion string
+	// APIVersions are the group versions served, "apps/v1", and each kind in them,
+	// "apps/v1/Deployment" (a subresource's kind too, "apps/v1/Scale", as helm install
+	// lists them), sorted.
+	APIVersions []string
+}
+
+// CapabilitiesTTL is how long the capabilities of a cluster are kept before discovery is
+// asked again: a CRD installed since is seen within it.
+const CapabilitiesTTL = 5 * time.Minute
+
+// discoveryTimeout bounds the discovery of the capabilities.
+const discoveryTimeout = 30 * time.Second
+
+// Capabilities returns the cluster's capabilities, from discovery with the cluster's own
+// identity (discovery is open to every user), kept for CapabilitiesTTL: every group version
+// served and every kind in them, as helm install finds them. The kinds of an API group
+// whose discovery fails (an aggregated API away) are left out rather than failing the rest.
+func (ids *Identities) Capabilities() (Capabilities, error) {
+	ids.mu.Lock()
+	if !ids.capsAt.IsZero() && time.Since(ids.capsAt) < CapabilitiesTTL {
+		defer ids.mu.Unlock()
+		return ids.caps, nil
+	}
+	ids.mu.Unlock()
+	caps, err := discover(ids.config)
+	if err != nil {
+		err = fmt.Errorf("discovering the cluster's capabilities: %w", err)
+		if ids.name != "" {
+			err = nameError(ids.name, err)
+		}
+		return Capabilities{}, err
+	}
+	ids.mu.Lock()
+	ids.caps, ids.capsAt = caps, time.Now()
+	ids.mu.Unlock()
+	return caps, nil
+}
+
+func discover(base *rest.Config) (Capabilities, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.Timeout = discoveryTimeout
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return Capabilities{}, err
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		return Capabilities{}, err
+	}
+	groups, lists, err := dc.ServerGroupsAndResources()
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		return Capabilities{}, err
+	}
+	seen := map[string]bool{}
+	for _, g := range groups {
+		for _, gv := range g.Versions {
+			seen[gv.GroupVersion] = true
+		}
+	}
+	for _, l := range lists {
+		seen[l.GroupVersion] = true
+		for _, r := range l.APIResources {
+			if r.Kind != "" { // as helm install lists them, the kinds of subresources too
+				seen[l.GroupVersion+"/"+r.Kind] = true
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return Capabilities{}, errors.New("discovery listed no API")
+	}
+	out := Capabilities{KubeVersion: v.GitVersion, APIVersions: make([]string, 0, len(seen))}
+	for gv := range seen {
+		out.APIVersions = append(out.APIVersions, gv)
+	}
+	sort.Strings(out.APIVersions)
+	return out, nil
 }

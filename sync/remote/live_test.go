@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -96,6 +98,35 @@ func TestARealAPIServerAnswersThrough(t *testing.T) {
 	}
 	if err := stranger.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("want the API server's Forbidden for an impersonated stranger, got %v", err)
+	}
+
+	// Discovery passes too: the capabilities a chart is rendered for are the cluster's,
+	// the same through the remote transport as straight from the daemon's config.
+	caps, err := cluster.Capabilities()
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, err := discovery.NewDiscoveryClientForConfigOrDie(lc.Config).ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caps.KubeVersion != version.GitVersion || caps.KubeVersion == "" {
+		t.Errorf("kube version %q, want the API server's %q", caps.KubeVersion, version.GitVersion)
+	}
+	for _, want := range []string{"v1", "v1/ConfigMap", "apps/v1", "apps/v1/Deployment", "apps/v1/Scale", "rbac.authorization.k8s.io/v1/ClusterRole"} {
+		if !slices.Contains(caps.APIVersions, want) {
+			t.Errorf("capabilities lack %s", want)
+		}
+	}
+	if !slices.IsSorted(caps.APIVersions) || slices.Contains(caps.APIVersions, "apps/v1/NoSuchKind") {
+		t.Errorf("capabilities: sorted, only what is served")
+	}
+	direct, err := NewIdentities("", lc.Config, nil, nil).Capabilities()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(direct.APIVersions, caps.APIVersions) || direct.KubeVersion != caps.KubeVersion {
+		t.Errorf("through the remote transport: %d API versions, straight: %d", len(caps.APIVersions), len(direct.APIVersions))
 	}
 }
 

@@ -25,6 +25,9 @@ import (
 // client holding its objects). Away makes it unreachable: every call fails as a remote
 // cluster's transport fails when its API server is down.
 type Cluster struct {
+	// Caps are the cluster's capabilities.
+	Caps cluster.Capabilities
+
 	name string
 	c    client.WithWatch
 
@@ -104,6 +107,16 @@ func (c *Cluster) Drift(types.NamespacedName) (*drift.Watcher, bool, error) { re
 
 // Mapper implements cluster.Cluster.
 func (c *Cluster) Mapper() meta.RESTMapper { return c.c.RESTMapper() }
+
+// Capabilities implements cluster.Cluster: Caps, failing while the cluster is away.
+func (c *Cluster) Capabilities() (cluster.Capabilities, error) {
+	if c.isAway() {
+		return cluster.Capabilities{}, &remote.UnreachableError{Cluster: c.name, Err: syscall.ECONNREFUSED}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Caps, nil
+}
 
 // Clusters are the daemon's own cluster and remote ones known by the name of their
 // kubeconfig Secret; a SyncTarget naming another Secret finds it missing.
