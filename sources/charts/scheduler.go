@@ -23,21 +23,15 @@ const (
 // ErrNotSubscribed is returned for an id that follows no chart.
 var ErrNotSubscribed = errors.New("not subscribed to a chart")
 
-// Subscription asks for a chart to be polled.
+// Subscription asks for a chart to be polled: ID, Interval and Schedule are those of a
+// poll.Subscription. Subscribers of sources with the same Key share one poller; Notify is
+// called after every poll and must return quickly.
 type Subscription struct {
-	// ID identifies the subscriber, e.g. "<namespace>/<name>" of a SyncTarget; subscribing
-	// again with the same ID replaces its subscription (for free when nothing changed).
-	ID string
-	// Source is the chart. Subscribers of sources with the same Key share one poller.
-	Source Source
-	// Interval between polls (default 1m). Ignored when Schedule is set.
+	ID       string
+	Source   Source
 	Interval time.Duration
-	// Schedule polls on a cron schedule instead (five fields or a descriptor, optionally
-	// prefixed with CRON_TZ=<zone>).
 	Schedule string
-	// Notify is called after every poll, from the poller's goroutine; it must return
-	// quickly.
-	Notify func(Event)
+	Notify   func(Event)
 }
 
 // Event is the outcome of a poll.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
@@ -26,8 +25,8 @@ type ChartFetcher struct {
 	Reader client.Reader
 	// Client resolves, downloads and verifies the charts.
 	Client *charts.Client
-	// Wake receives a SyncTarget whose chart has a new version (or a new error).
-	Wake chan event.GenericEvent
+	// Wakes wakes the SyncTargets whose source has news.
+	Wakes
 	// Now tells the time of polls (default time.Now).
 	Now func() time.Time
 
@@ -61,14 +60,6 @@ func (f *ChartFetcher) scheduler() *charts.Scheduler {
 // Source builds the charts.Source of a SyncTarget, with its credentials and keys.
 func (f *ChartFetcher) Source(ctx context.Context, st *convergev1.SyncTarget) (charts.Source, error) {
 	return target.For(st, f.Reader, nil).Chart(ctx)
-}
-
-// Wakeups implements Fetcher: Wake.
-func (f *ChartFetcher) Wakeups() <-chan event.GenericEvent {
-	if f.Wake == nil {
-		return nil
-	}
-	return f.Wake
 }
 
 // Resolve implements Fetcher: the version the chart's poller found last; the first
@@ -109,7 +100,7 @@ func (f *ChartFetcher) notify(key client.ObjectKey, ev charts.Event) {
 	answered := f.refreshed.answered(key.String(), ev.Time)
 	// The first poll answers the Resolve that subscribed: no news for it.
 	if (ev.Changed && !ev.First) || answered {
-		wakeTarget(f.Wake, key)
+		f.wake(key)
 	}
 }
 

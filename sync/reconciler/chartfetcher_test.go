@@ -143,7 +143,7 @@ func newChartFixture(t *testing.T) *chartFixture {
 		Data: map[string][]byte{"signer.asc": publicKey(t, key)}}
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(keys).Build()
 	f := &ChartFetcher{Reader: reader, Client: &charts.Client{CacheDir: filepath.Join(t.TempDir(), "charts"), AllowLoopback: true},
-		Wake: make(chan event.GenericEvent, 8)}
+		Wakes: Wakes{Wake: make(chan event.GenericEvent, 8)}}
 	t.Cleanup(f.Stop)
 	return &chartFixture{f: f, repo: newChartRepo(t), key: key}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
@@ -25,8 +24,8 @@ type GitFetcher struct {
 	Cache  *sources.Cache
 	// Scheduler, when set, polls the sources.
 	Scheduler *sources.Scheduler
-	// Wake receives a SyncTarget whose source has a new revision (or a new error).
-	Wake chan event.GenericEvent
+	// Wakes wakes the SyncTargets whose source has news.
+	Wakes
 
 	mu        sync.Mutex
 	refreshed refreshes
@@ -39,14 +38,6 @@ type GitFetcher struct {
 // Source builds the sources.Source of a SyncTarget, with its credentials.
 func (f *GitFetcher) Source(ctx context.Context, st *convergev1.SyncTarget) (sources.Source, error) {
 	return target.For(st, f.Reader, nil).Source(ctx)
-}
-
-// Wakeups implements Fetcher: Wake.
-func (f *GitFetcher) Wakeups() <-chan event.GenericEvent {
-	if f.Wake == nil {
-		return nil
-	}
-	return f.Wake
 }
 
 // Resolve implements Fetcher.
@@ -67,7 +58,7 @@ func (f *GitFetcher) resolve(ctx context.Context, st *convergev1.SyncTarget, src
 			ID: id, Source: src, Interval: st.GetInterval(), Schedule: string(st.Spec.Source.Schedule),
 			Notify: func(ev sources.Event) {
 				if !f.known(id, ev) {
-					wakeTarget(f.Wake, key)
+					f.wake(key)
 				}
 			},
 		})

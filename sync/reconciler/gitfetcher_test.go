@@ -36,7 +36,7 @@ func newFetcherFixture(t *testing.T, start bool) *fetcherFixture {
 		go func() { defer close(done); _ = s.Start(ctx) }()
 		t.Cleanup(func() { cancel(); <-done })
 	}
-	return &fetcherFixture{f: &GitFetcher{Scheduler: s, Wake: make(chan event.GenericEvent, 8)}, repo: repo, url: srv.RepoURL(repo)}
+	return &fetcherFixture{f: &GitFetcher{Scheduler: s, Wakes: Wakes{Wake: make(chan event.GenericEvent, 8)}}, repo: repo, url: srv.RepoURL(repo)}
 }
 
 func (x *fetcherFixture) syncTarget(name string) *convergev1.SyncTarget {

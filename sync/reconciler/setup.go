@@ -84,7 +84,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		return nil, err
 	}
 	fetcher := &GitFetcher{Reader: mgr.GetAPIReader(), Cache: checkouts, Scheduler: scheduler,
-		Wake: make(chan event.GenericEvent, 1024)}
+		Wakes: Wakes{Wake: make(chan event.GenericEvent, 1024)}}
 	chartFetcher, err := newChartFetcher(mgr, o.Cache.Dir, fetcher.Wake, o.AllowLoopbackClusters)
 	if err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func newChartFetcher(mgr ctrl.Manager, dir string, wake chan event.GenericEvent,
 			return nil, err
 		}
 	}
-	f := &ChartFetcher{Reader: mgr.GetAPIReader(), Wake: wake,
+	f := &ChartFetcher{Reader: mgr.GetAPIReader(), Wakes: Wakes{Wake: wake},
 		Client: &charts.Client{CacheDir: charts.CacheDir(dir), AllowLoopback: allowLoopback}}
 	return f, mgr.Add(f)
 }

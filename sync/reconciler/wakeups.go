@@ -54,16 +54,31 @@ func (r *refreshes) forget(id string) {
 	delete(r.asked, id)
 }
 
-// wakeTarget asks for a reconcile of the SyncTarget key through ch (none when nil). A full
+// Wakes is how a fetcher wakes SyncTargets; embedded, it implements Fetcher.Wakeups.
+type Wakes struct {
+	// Wake receives a SyncTarget whose source has news (a new revision or version, a new
+	// error), or whose reconcile asked for a poll that ended.
+	Wake chan event.GenericEvent
+}
+
+// Wakeups implements Fetcher: Wake.
+func (w Wakes) Wakeups() <-chan event.GenericEvent {
+	if w.Wake == nil {
+		return nil
+	}
+	return w.Wake
+}
+
+// wake asks for a reconcile of the SyncTarget key through Wake (none when nil). A full
 // queue drops it: the periodic reconcile picks the news up.
-func wakeTarget(ch chan event.GenericEvent, key client.ObjectKey) {
-	if ch == nil {
+func (w Wakes) wake(key client.ObjectKey) {
+	if w.Wake == nil {
 		return
 	}
 	st := &convergev1.SyncTarget{}
 	st.Namespace, st.Name = key.Namespace, key.Name
 	select {
-	case ch <- event.GenericEvent{Object: st}:
+	case w.Wake <- event.GenericEvent{Object: st}:
 	default:
 	}
 }
