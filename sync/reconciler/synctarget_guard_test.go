@@ -3,6 +3,7 @@ package reconciler_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,7 +79,12 @@ func TestMaxDeletionsStallsInsteadOfPruning(t *testing.T) {
 func TestConvergesPastWhatAnUnhealthyRevisionAdded(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	files := map[string]string{"deploy/web.yaml": deployment("web", 1, "")}
+	// The revisions meant to become healthy give their Deployment a minute to progress: on a
+	// loaded machine, its pods may take longer than the 5 s the failing revision is given.
+	patient := func(replicas int) string {
+		return strings.Replace(deployment("web", replicas, ""), "progressDeadlineSeconds: 5", "progressDeadlineSeconds: 60", 1)
+	}
+	files := map[string]string{"deploy/web.yaml": patient(1)}
 	for i := range 4 {
 		files[fmt.Sprintf("deploy/cm%d.yaml", i)] = configMap(fmt.Sprintf("cm%d", i), "1")
 	}
@@ -106,7 +112,7 @@ func TestConvergesPastWhatAnUnhealthyRevisionAdded(t *testing.T) {
 	})
 
 	// The next drops those three and one of the healthy revision's: one deletion counted.
-	next := "main@sha1:" + f.repo.CommitChanges(t, "main", gittest.Change{Path: "deploy/web.yaml", Content: deployment("web", 2, "")},
+	next := "main@sha1:" + f.repo.CommitChanges(t, "main", gittest.Change{Path: "deploy/web.yaml", Content: patient(2)},
 		gittest.Change{Path: "deploy/x0.yaml", Delete: true}, gittest.Change{Path: "deploy/x1.yaml", Delete: true},
 		gittest.Change{Path: "deploy/x2.yaml", Delete: true}, gittest.Change{Path: "deploy/cm3.yaml", Delete: true})
 	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
