@@ -125,9 +125,15 @@ func CheckOutcome(target string, st *convergev1.SyncTarget, commits map[string]C
 
 // rollingBack reports whether Ready says a failed revision is being rolled back, or that
 // its rollback failed for now ("…; rolling back to <healthy>", "…; rolling back to
-// <healthy> failed too: …").
+// <healthy> failed too: …", or, when a later revision fails while the failed one is still
+// applied, "…; applying <healthy> again in place of <failed>, which never became healthy,
+// failed too: …"). A rollback that failed is tried again; invariant 7 sees that it ends.
 func rollingBack(ready *metav1.Condition) bool {
-	return ready != nil && ready.Status == metav1.ConditionFalse && strings.Contains(ready.Message, "; rolling back to ")
+	if ready == nil || ready.Status != metav1.ConditionFalse {
+		return false
+	}
+	return strings.Contains(ready.Message, "; rolling back to ") ||
+		(strings.Contains(ready.Message, " again in place of ") && strings.Contains(ready.Message, ", which never became healthy, failed too: "))
 }
 
 // Ledger keeps every history entry observed of each SyncTarget, across observations and

@@ -62,6 +62,10 @@ func TestCheckOutcome(t *testing.T) {
 	g.Expect(CheckOutcome("ns/st", rolling, commits)).To(BeEmpty(), "a rollback under way says why")
 	rolling.Status.Conditions[0].Message = "revision sick failed: health check failed; rolling back to good failed too: connection refused"
 	g.Expect(CheckOutcome("ns/st", rolling, commits)).To(BeEmpty(), "a rollback that failed for now says why, and is tried again")
+	rolling.Status.Conditions[0].Message = "revision broken failed: render failed; applying good again in place of sick, which never became healthy, failed too: health check failed"
+	g.Expect(CheckOutcome("ns/st", rolling, commits)).To(BeEmpty(), "a rollback after a later failure that failed for now says why, and is tried again")
+	rolling.Status.Conditions[0].Message = "revision broken failed: render failed"
+	g.Expect(CheckOutcome("ns/st", rolling, commits)).To(HaveLen(1), "a failed revision left applied without a word")
 	silent := CheckOutcome("ns/st", status("good", "broken", metav1.ConditionTrue, "Succeeded"), commits)
 	g.Expect(silent).To(HaveLen(1))
 	g.Expect(silent[0].Detail).To(ContainSubstring("Ready does not say it failed"))
