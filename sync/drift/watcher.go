@@ -131,15 +131,29 @@ func (w *Watcher) Managed(ctx context.Context) apply.Managed {
 	if w == nil {
 		return nil
 	}
-	stores := map[schema.GroupVersionKind]cache.Store{}
+	lookup := w.lookup(ctx)
 	return func(gvk schema.GroupVersionKind, namespace, name string) (map[string]string, bool, bool) {
+		m, known := lookup(gvk, namespace, name)
+		if m == nil {
+			return nil, false, known
+		}
+		return m.Labels, true, true
+	}
+}
+
+// lookup returns a function that finds an object in the store of its kind's watch (each
+// store looked up once): the object (nil when absent), and whether the watch could answer
+// (its kind watched and listed within cacheSyncWait).
+func (w *Watcher) lookup(ctx context.Context) func(gvk schema.GroupVersionKind, namespace, name string) (*metav1.PartialObjectMetadata, bool) {
+	stores := map[schema.GroupVersionKind]cache.Store{}
+	return func(gvk schema.GroupVersionKind, namespace, name string) (*metav1.PartialObjectMetadata, bool) {
 		store, known := stores[gvk]
 		if !known {
 			store = w.syncedStore(ctx, gvk)
 			stores[gvk] = store
 		}
 		if store == nil {
-			return nil, false, false
+			return nil, false
 		}
 		key := name
 		if namespace != "" {
@@ -147,16 +161,16 @@ func (w *Watcher) Managed(ctx context.Context) apply.Managed {
 		}
 		obj, found, err := store.GetByKey(key)
 		if err != nil {
-			return nil, false, false
+			return nil, false
 		}
 		if !found {
-			return nil, false, true
+			return nil, true
 		}
 		m, ok := obj.(*metav1.PartialObjectMetadata)
 		if !ok {
-			return nil, false, false
+			return nil, false
 		}
-		return m.Labels, true, true
+		return m, true
 	}
 }
 
@@ -199,27 +213,11 @@ func (w *Watcher) Missed(ctx context.Context, objects []*unstructured.Unstructur
 		return nil
 	}
 	missed := map[string]bool{}
-	stores := map[schema.GroupVersionKind]cache.Store{}
+	lookup := w.lookup(ctx)
 	for _, o := range objects {
 		gvk := o.GroupVersionKind()
-		store, known := stores[gvk]
-		if !known {
-			store = w.syncedStore(ctx, gvk)
-			stores[gvk] = store
-		}
-		if store == nil {
-			continue
-		}
-		key := o.GetName()
-		if o.GetNamespace() != "" {
-			key = o.GetNamespace() + "/" + key
-		}
-		obj, found, err := store.GetByKey(key)
-		if err != nil {
-			continue
-		}
-		m, _ := obj.(*metav1.PartialObjectMetadata)
-		if found && m != nil && !changedByOthers(m) {
+		m, known := lookup(gvk, o.GetNamespace(), o.GetName())
+		if !known || (m != nil && !changedByOthers(m)) {
 			continue
 		}
 		id := object.ObjMetadata{Namespace: o.GetNamespace(), Name: o.GetName(), GroupKind: gvk.GroupKind()}
