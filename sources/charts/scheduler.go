@@ -23,29 +23,12 @@ const (
 // ErrNotSubscribed is returned for an id that follows no chart.
 var ErrNotSubscribed = errors.New("not subscribed to a chart")
 
-// Subscription asks for a chart to be polled: ID, Interval and Schedule are those of a
-// poll.Subscription. Subscribers of sources with the same Key share one poller; Notify is
-// called after every poll and must return quickly.
-type Subscription struct {
-	ID       string
-	Source   Source
-	Interval time.Duration
-	Schedule string
-	Notify   func(Event)
-}
+// Subscription asks for a chart to be polled; Key is Source.Key() (subscribers of sources
+// with the same key share one poller).
+type Subscription = poll.Subscription[string, Source, Resolved]
 
-// Event is the outcome of a poll.
-type Event struct {
-	// Resolved is the version found by the last successful poll (zero until one succeeds).
-	Resolved Resolved
-	// Err is this poll's error, nil when it succeeded.
-	Err error
-	// Changed says the poll found another version than the one before, or failed, or
-	// recovered; First says it is the poller's first poll.
-	Changed, First bool
-	// Time is when the poll ended.
-	Time time.Time
-}
+// Event is the outcome of a poll: Result is the version found by the last successful poll.
+type Event = poll.Event[string, Resolved]
 
 // Scheduler polls charts on the daemon's one poll scheduler (package poll): one poller
 // per Source.Key shared by its subscribers, at the shortest interval (or the earliest cron
@@ -101,12 +84,8 @@ func (s *Scheduler) Subscribe(sub Subscription) error {
 	if polls == nil {
 		return errors.New("the chart scheduler is stopped")
 	}
-	var notify func(poll.Event[string, Resolved])
-	if sub.Notify != nil {
-		notify = func(ev poll.Event[string, Resolved]) { sub.Notify(chartEvent(ev)) }
-	}
-	err := polls.Subscribe(poll.Subscription[string, Source, Resolved]{ID: sub.ID, Key: sub.Source.Key(), Source: sub.Source,
-		Interval: sub.Interval, Schedule: sub.Schedule, Notify: notify})
+	sub.Key = sub.Source.Key()
+	err := polls.Subscribe(sub)
 	switch {
 	case errors.Is(err, poll.ErrInvalidSchedule):
 		return fmt.Errorf("%w: %v", sources.ErrInvalidSource, err)
@@ -114,10 +93,6 @@ func (s *Scheduler) Subscribe(sub Subscription) error {
 		return errors.New("the chart scheduler is stopped")
 	}
 	return err
-}
-
-func chartEvent(ev poll.Event[string, Resolved]) Event {
-	return Event{Resolved: ev.Result, Err: ev.Err, Changed: ev.Changed, First: ev.First, Time: ev.Time}
 }
 
 // Unsubscribe ends a subscription; a chart left without subscribers stops being polled.
@@ -148,7 +123,7 @@ func (s *Scheduler) Latest(id string) (Event, bool) {
 	if !ok {
 		return Event{}, false
 	}
-	return chartEvent(ev), true
+	return ev, true
 }
 
 // Wait waits for the first poll of the chart id follows and returns its latest outcome.
@@ -164,7 +139,7 @@ func (s *Scheduler) Wait(ctx context.Context, id string) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	return chartEvent(ev), nil
+	return ev, nil
 }
 
 // Trigger asks for a poll of the chart id follows now; triggers coalesce.

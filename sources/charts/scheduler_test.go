@@ -35,7 +35,7 @@ func TestSchedulerSharesAPollerAndReportsFailures(t *testing.T) {
 	g.Expect(s.Subscribe(Subscription{ID: "b", Source: src, Schedule: "@every 1h"})).To(Succeed())
 	ev, err := s.Wait(t.Context(), "b")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ev.Resolved.Version).To(Equal("1.0.0"))
+	g.Expect(ev.Result.Version).To(Equal("1.0.0"))
 	g.Expect(ev.First).To(BeTrue())
 	g.Eventually(events).Should(Receive())
 	g.Expect(repo.requests.Load()).To(Equal(int64(1)), "one poll for both")
@@ -45,7 +45,7 @@ func TestSchedulerSharesAPollerAndReportsFailures(t *testing.T) {
 	g.Eventually(events).WithTimeout(10 * time.Second).Should(Receive(&ev))
 	g.Expect(ev.Err).To(MatchError(ContainSubstring("503 Service Unavailable")))
 	g.Expect(ev.Changed).To(BeTrue())
-	g.Expect(ev.Resolved.Version).To(Equal("1.0.0"), "the last version found outlives a failure")
+	g.Expect(ev.Result.Version).To(Equal("1.0.0"), "the last version found outlives a failure")
 
 	failing.Store(false)
 	g.Expect(s.Trigger("a")).To(Succeed())

@@ -65,24 +65,25 @@ func (f *ChartFetcher) Source(ctx context.Context, st *convergev1.SyncTarget) (c
 // Resolve implements Fetcher: the version the chart's poller found last; the first
 // Resolve of a chart waits for its poller's first poll.
 func (f *ChartFetcher) Resolve(ctx context.Context, st *convergev1.SyncTarget) (string, error) {
-	src, err := f.Source(ctx, st)
+	ev, err := f.latest(ctx, st)
 	if err != nil {
 		return "", err
 	}
-	ev, err := f.latest(ctx, st, src)
-	if err != nil {
-		return "", err
-	}
-	return ev.Resolved.String(), nil
+	return ev.Result.String(), nil
 }
 
 // latest subscribes the SyncTarget and returns its chart's last poll, waiting for the
-// first one. A failed poll is its error.
-func (f *ChartFetcher) latest(ctx context.Context, st *convergev1.SyncTarget, src charts.Source) (charts.Event, error) {
+// first one. A failed poll is its error; so is a chart source that cannot be built (with
+// no poll time).
+func (f *ChartFetcher) latest(ctx context.Context, st *convergev1.SyncTarget) (charts.Event, error) {
+	src, err := f.Source(ctx, st)
+	if err != nil {
+		return charts.Event{}, err
+	}
 	s := f.scheduler()
 	key := client.ObjectKeyFromObject(st)
 	id := key.String()
-	err := s.Subscribe(charts.Subscription{ID: id, Source: src, Interval: st.GetInterval(),
+	err = s.Subscribe(charts.Subscription{ID: id, Source: src, Interval: st.GetInterval(),
 		Schedule: string(st.GetSchedule()), Notify: func(ev charts.Event) { f.notify(key, ev) }})
 	if err != nil {
 		return charts.Event{}, err
@@ -107,25 +108,21 @@ func (f *ChartFetcher) notify(key client.ObjectKey, ev charts.Event) {
 // ResolveFresh implements Fetcher: ready once a poll that started after since ended; until
 // then it asks for one poll now and returns what was polled before.
 func (f *ChartFetcher) ResolveFresh(ctx context.Context, st *convergev1.SyncTarget, since time.Time) (string, bool, error) {
-	src, err := f.Source(ctx, st)
-	if err != nil {
-		return "", true, err
-	}
-	ev, err := f.latest(ctx, st, src)
+	ev, err := f.latest(ctx, st)
 	if err != nil && ev.Time.IsZero() {
-		return "", true, err // not subscribed, or no poll ended
+		return "", true, err // no source, not subscribed, or no poll ended
 	}
 	if !ev.Time.Before(since) {
-		return ev.Resolved.String(), true, err
+		return ev.Result.String(), true, err
 	}
 	id := client.ObjectKeyFromObject(st).String()
 	if f.refreshed.ask(id, since) {
 		if trigErr := f.scheduler().Trigger(id); trigErr != nil {
 			f.refreshed.forget(id)
-			return ev.Resolved.String(), true, err
+			return ev.Result.String(), true, err
 		}
 	}
-	return ev.Resolved.String(), false, nil
+	return ev.Result.String(), false, nil
 }
 
 // Forget ends the SyncTarget's subscription (it was deleted).
@@ -155,8 +152,8 @@ func (f *ChartFetcher) revision(ctx context.Context, st *convergev1.SyncTarget, 
 	if err != nil {
 		return src, r, err
 	}
-	if ev, ok := f.scheduler().Latest(client.ObjectKeyFromObject(st).String()); ok && ev.Resolved.String() == revision {
-		r = ev.Resolved
+	if ev, ok := f.scheduler().Latest(client.ObjectKeyFromObject(st).String()); ok && ev.Result.String() == revision {
+		r = ev.Result
 	}
 	return src, r, nil
 }
