@@ -9,7 +9,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="$root/bin/k8s"
 binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
-key=$( (cat "$root/tools/go.mod" "$root/tools/go.sum"; go version) | sha256sum | cut -c1-16)
+# The Kubernetes binaries say the release they are built from, as a release build does
+# (`kubectl version`, the API server's /version): without it they report v0.0.0-master.
+kube_version=$(cd "$root/tools" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+kube_minor=$(echo "$kube_version" | cut -d. -f2)
+pkg=k8s.io/component-base/version
+kube_ldflags="-s -w -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$kube_minor -X $pkg.gitTreeState=clean"
+key=$( (cat "$root/tools/go.mod" "$root/tools/go.sum"; go version; echo "$kube_ldflags") | sha256sum | cut -c1-16)
 cache_root="${CONVERGE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/converge}"
 cache="$cache_root/k8s-$key"
 
@@ -36,7 +42,7 @@ if ! complete "$cache"; then
     export GOFLAGS=-mod=readonly
     go build -ldflags='-s -w' -o "$tmp/etcd" go.etcd.io/etcd/server/v3
     for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-      go build -ldflags='-s -w' -o "$tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd"
+      go build -ldflags="$kube_ldflags" -o "$tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd"
     done
     go build -ldflags='-s -w' -o "$tmp/kwok" sigs.k8s.io/kwok/cmd/kwok
     # kwok's own Stage definitions (fake node and pod lifecycles), from its module.
