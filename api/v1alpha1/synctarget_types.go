@@ -597,6 +597,12 @@ type SyncTargetStatus struct {
 	// History of sync attempts, newest first, capped at spec.historyLimit.
 	// +optional
 	History []HistoryEntry `json:"history,omitempty"`
+
+	// Attempts counts the sync attempts ever recorded in History, also those the cap
+	// dropped since: a chart's .Release.Revision is one more, and keeps growing as
+	// Helm's does.
+	// +optional
+	Attempts int64 `json:"attempts,omitempty"`
 }
 
 // SyncTarget keeps a set of objects in the cluster converged on a path of a Git repository.

@@ -403,6 +403,7 @@ func setFailed(st *convergev1.SyncTarget, reason, msg string) {
 // addHistory puts an entry first and drops the oldest past the SyncTarget's limit.
 func addHistory(st *convergev1.SyncTarget, e convergev1.HistoryEntry) {
 	e.Message = trim(e.Message)
+	st.Status.Attempts = max(st.Status.Attempts, int64(len(st.Status.History))) + 1
 	h := append([]convergev1.HistoryEntry{e}, st.Status.History...)
 	if limit := st.GetHistoryLimit(); len(h) > limit {
 		h = h[:limit]

@@ -22,6 +22,7 @@ import (
 	"github.com/converge-gitops/converge/sources/charts"
 	"github.com/converge-gitops/converge/sync/remote"
 	"github.com/converge-gitops/converge/sync/render"
+	"github.com/converge-gitops/converge/sync/target"
 )
 
 func TestClassify(t *testing.T) {
@@ -257,6 +258,13 @@ func TestHistoryIsCappedNewestFirst(t *testing.T) {
 		addHistory(st, convergev1.HistoryEntry{Revision: fmt.Sprint(i)})
 	}
 	g.Expect(st.Status.History).To(HaveLen(convergev1.DefaultHistoryLimit))
+	g.Expect(st.Status.Attempts).To(BeEquivalentTo(17), "every attempt counted, past the cap")
+	g.Expect(target.ReleaseRevision(st)).To(Equal(18), "a chart's .Release.Revision keeps growing")
+
+	old := &convergev1.SyncTarget{Status: convergev1.SyncTargetStatus{History: st.Status.History}}
+	addHistory(old, convergev1.HistoryEntry{Revision: "next"})
+	g.Expect(old.Status.Attempts).To(BeEquivalentTo(convergev1.DefaultHistoryLimit+1),
+		"a status written before the counter counts from its history")
 }
 
 func TestStatesForget(t *testing.T) {

@@ -150,14 +150,14 @@ func (in Inputs) RenderOptions(ctx context.Context, root string, vars postbuild.
 // HelmOptions are the render options of the SyncTarget's chart (used when its path holds a
 // Chart.yaml, or for spec.chart): the release is named spec.helm.releaseName (or the
 // SyncTarget's name) in the target namespace (or the SyncTarget's); it is an upgrade once
-// a revision was applied.
+// a revision was applied, and its .Release.Revision counts the attempts recorded.
 func HelmOptions(st *convergev1.SyncTarget, vars postbuild.Variables) *render.HelmOptions {
 	ns := st.Spec.TargetNamespace
 	if ns == "" {
 		ns = st.Namespace
 	}
 	o := &render.HelmOptions{ReleaseName: st.ReleaseName(), Namespace: ns,
-		IsUpgrade: st.Status.LastAppliedRevision != "", Revision: len(st.Status.History) + 1,
+		IsUpgrade: st.Status.LastAppliedRevision != "", Revision: ReleaseRevision(st),
 		SkipCRDs: st.CRDPolicy() == convergev1.CRDsSkip}
 	if h := st.Spec.Helm; h != nil {
 		o.ValuesFiles, o.DisableHooks = h.ValuesFiles, h.DisableHooks
@@ -169,6 +169,13 @@ func HelmOptions(st *convergev1.SyncTarget, vars postbuild.Variables) *render.He
 		o.Values = append(o.Values, helm.ValuesSource{Name: l.Name, Data: l.Data, TargetPath: l.TargetPath, Sensitive: l.Sensitive})
 	}
 	return o
+}
+
+// ReleaseRevision is the .Release.Revision st's chart renders with next: one more than
+// the attempts recorded (status.attempts, or the history's length where a status written
+// before the counter has more).
+func ReleaseRevision(st *convergev1.SyncTarget) int {
+	return int(max(st.Status.Attempts, int64(len(st.Status.History)))) + 1
 }
 
 // IsNamespaced tells the scope of a kind from mapper, for render.Options: a kind the

@@ -116,6 +116,10 @@ func TestHelmRenderOptions(t *testing.T) {
 	h = target.HelmOptions(st, postbuild.Variables{})
 	g.Expect([]string{h.ReleaseName, h.Namespace}).To(Equal([]string{"app", "shop"}), "defaults: the SyncTarget's name and namespace")
 	g.Expect(h.IsUpgrade).To(BeTrue())
+
+	st.Status.History = make([]convergev1.HistoryEntry, 10)
+	st.Status.Attempts = 41
+	g.Expect(target.HelmOptions(st, postbuild.Variables{}).Revision).To(Equal(42), "the attempts counted, not the capped history")
 }
 
 func inventory(ids ...string) *convergev1.ResourceInventory {
