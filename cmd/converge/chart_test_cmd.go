@@ -85,7 +85,7 @@ func (o *chartTestOptions) run(cmd *cobra.Command, name string) error {
 	if err != nil {
 		return err
 	}
-	tests, err := chartTests(ctx, c, there, st)
+	tests, err := chartTests(ctx, c, on, st)
 	if err != nil {
 		return err
 	}
@@ -99,9 +99,9 @@ func (o *chartTestOptions) run(cmd *cobra.Command, name string) error {
 }
 
 // chartTests renders the chart of st's last applied revision with its tests, its source
-// and values read with c and its lookups with cluster, and returns the test hooks, in the
-// order they run.
-func chartTests(ctx context.Context, c, cluster client.Client, st *convergev1.SyncTarget) ([]*unstructured.Unstructured, error) {
+// and values read with c, for the cluster on (its lookups and capabilities), and returns
+// the test hooks, in the order they run.
+func chartTests(ctx context.Context, c client.Client, on cluster.Cluster, st *convergev1.SyncTarget) ([]*unstructured.Unstructured, error) {
 	key := st.Namespace + "/" + st.Name
 	rev := st.Status.LastAppliedRevision
 	if rev == "" {
@@ -115,12 +115,15 @@ func chartTests(ctx context.Context, c, cluster client.Client, st *convergev1.Sy
 	if _, err := os.Stat(filepath.Join(co.Dir, filepath.FromSlash(st.Spec.Path), "Chart.yaml")); err != nil {
 		return nil, fmt.Errorf("SyncTarget %s deploys no Helm chart: %q of %s holds no Chart.yaml", key, st.Spec.Path, rev)
 	}
-	ro, err := diff.TargetRenderOptions(ctx, c, cluster, st, co.Dir, st.Spec.Path)
+	ro, err := diff.TargetRenderOptions(ctx, c, on, st, co.Dir, st.Spec.Path)
+	if err == nil {
+		err = diff.UseCapabilities(&ro, on)
+	}
 	if err != nil {
 		return nil, err
 	}
 	ro.Helm.IncludeTests, ro.Helm.DisableHooks = true, false
-	objects, err := diff.Render(ctx, cluster.RESTMapper(), ro)
+	objects, err := diff.Render(ctx, on.Mapper(), ro)
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s of SyncTarget %s: %w", rev, key, err)
 	}

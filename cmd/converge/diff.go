@@ -236,7 +236,7 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 	if in.cluster, err = on.Client(""); err != nil {
 		return nil, err
 	}
-	if in.render, err = diff.TargetRenderOptions(ctx, c, in.cluster, st, "", ""); err != nil {
+	if in.render, err = diff.TargetRenderOptions(ctx, c, on, st, "", ""); err != nil {
 		return nil, err
 	}
 	if o.path != "" {
@@ -244,14 +244,14 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 			return nil, err
 		}
 		in.title = fmt.Sprintf("converge diff: SyncTarget `%s/%s` with `%s`", ns, st.Name, o.path)
-		return in, nil
+		return in, diff.UseCapabilities(&in.render, on)
 	}
 	if in.checkout, err = diff.Fetch(ctx, c, st, o.revision); err != nil {
 		return nil, err
 	}
 	in.render.Root, in.render.Path = in.checkout.Dir, st.Spec.Path
 	in.title = fmt.Sprintf("converge diff: SyncTarget `%s/%s` at `%s`", ns, st.Name, in.checkout.Revision)
-	return in, nil
+	return in, diff.UseCapabilities(&in.render, on)
 }
 
 // diffCompleteDirs completes PATH with directories.

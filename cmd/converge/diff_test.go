@@ -10,12 +10,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/diff"
@@ -410,4 +415,66 @@ spec:
 	t.Run("build and diff substitute the target's variables", func(t *testing.T) {
 		testPostBuildCLI(t, c, kc, srv.RepoURL(repo))
 	})
+
+	t.Run("a chart target is built with its cluster's capabilities", func(t *testing.T) {
+		testChartCapabilitiesCLI(t, c, cluster.Config, kc, srv.RepoURL(repo))
+	})
+}
+
+// testChartCapabilitiesCLI: `converge build --target` and `converge diff --target` render
+// a chart target's chart with the capabilities of its cluster, as the daemon does:
+// .Capabilities.KubeVersion is the API server's, and an API a CRD serves there is seen.
+func testChartCapabilitiesCLI(t *testing.T, c client.Client, cfg *rest.Config, kc []string, repoURL string) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	crd := &unstructured.Unstructured{}
+	g.Expect(yaml.Unmarshal([]byte(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.diff.example.com}
+spec:
+  group: diff.example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList}
+  versions:
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+`), &crd.Object)).To(Succeed())
+	g.Expect(c.Create(ctx, crd)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		_, err := c.RESTMapper().RESTMapping(schema.GroupKind{Group: "diff.example.com", Kind: "Gadget"}, "v1")
+		g.Expect(err).NotTo(HaveOccurred())
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	st := &convergev1.SyncTarget{
+		ObjectMeta: metav1.ObjectMeta{Name: "chart-app", Namespace: "team-diff"},
+		Spec: convergev1.SyncTargetSpec{Source: convergev1.GitSource{URL: repoURL, Ref: convergev1.GitRef{Branch: "main"}},
+			Path: "chart", TargetNamespace: "shop-diff", Helm: &convergev1.HelmSpec{}},
+	}
+	g.Expect(c.Create(ctx, st)).To(Succeed())
+	dir := t.TempDir()
+	diffWriteFiles(t, dir, map[string]string{
+		"chart/Chart.yaml": "apiVersion: v2\nname: caps\nversion: 1.0.0\n",
+		"chart/templates/caps.yaml": `{{- if .Capabilities.APIVersions.Has "diff.example.com/v1/Gadget" }}
+apiVersion: diff.example.com/v1
+kind: Gadget
+metadata: {name: monitor}
+---
+{{- end }}
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: caps}
+data:
+  kube: {{ .Capabilities.KubeVersion.Version | quote }}
+`,
+	})
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	v, err := dc.ServerVersion()
+	g.Expect(err).NotTo(HaveOccurred())
+
+	out, errOut, code := diffCLI(t, append([]string{"build", "--target", "chart-app", "-n", "team-diff", filepath.Join(dir, "chart")}, kc...)...)
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(out).To(ContainSubstring("kube: " + v.GitVersion + "\n"))
+	g.Expect(out).To(ContainSubstring("kind: Gadget"), "the API the cluster serves is seen")
+	out, errOut, code = diffCLI(t, append([]string{"diff", "--target", "chart-app", "-n", "team-diff", filepath.Join(dir, "chart")}, kc...)...)
+	g.Expect(code).To(Equal(1), "stdout: %s\nstderr: %s", out, errOut)
+	g.Expect(out).To(ContainSubstring("Gadget"))
 }

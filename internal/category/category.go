@@ -61,10 +61,16 @@ func New(c Category, reason, msg string) *Error {
 
 // Wrap gives err category c; it reads and unwraps as err. Nil stays nil.
 func Wrap(c Category, err error) error {
+	return WrapReason(c, "", err)
+}
+
+// WrapReason gives err category c and the status reason reason; it reads and unwraps as
+// err. Nil stays nil.
+func WrapReason(c Category, reason string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &Error{category: c, err: err}
+	return &Error{category: c, reason: reason, err: err}
 }
 
 func (e *Error) Error() string {

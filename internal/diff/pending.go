@@ -2,12 +2,14 @@ package diff
 
 import (
 	"context"
+	"errors"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	synccluster "github.com/converge-gitops/converge/sync/cluster"
+	"github.com/converge-gitops/converge/sync/render"
 	"github.com/converge-gitops/converge/sync/target"
 )
 
@@ -21,8 +23,9 @@ func RenderOptionsFor(st *convergev1.SyncTarget, root, path string) RenderOption
 // TargetRenderOptions returns the RenderOptions of st's objects rendered from root, with
 // the SOPS keys of its spec.decryption and the variables of its spec.postBuild read with c —
 // the caller's own credentials, as the source's are — so that they render as the daemon
-// renders them. A chart's lookups read cluster, the cluster st deploys to.
-func TargetRenderOptions(ctx context.Context, c, cluster client.Reader, st *convergev1.SyncTarget, root, path string) (RenderOptions, error) {
+// renders them. A chart's lookups read on, the cluster st deploys to, with the caller's
+// rights (see also UseCapabilities).
+func TargetRenderOptions(ctx context.Context, c client.Reader, on synccluster.Cluster, st *convergev1.SyncTarget, root, path string) (RenderOptions, error) {
 	in := target.For(st, c, nil)
 	vars, err := in.Variables(ctx, c)
 	if err != nil {
@@ -30,10 +33,34 @@ func TargetRenderOptions(ctx context.Context, c, cluster client.Reader, st *conv
 	}
 	ro, err := in.RenderOptions(ctx, root, vars)
 	ro.Path = path
-	if ro.Helm != nil {
-		ro.Helm.Lookup = target.Lookup(cluster)
+	if err != nil || ro.Helm == nil {
+		return ro, err
 	}
-	return ro, err
+	there, err := on.Client("")
+	if err != nil {
+		return ro, err
+	}
+	ro.Helm.Lookup = target.Lookup(there)
+	return ro, nil
+}
+
+// UseCapabilities makes a chart that ro renders see the capabilities of on, the cluster
+// it deploys to, as the daemon renders it: discovered there when ro's Root and Path hold
+// a chart. A cluster given no client config to discover them with leaves those helm
+// template assumes.
+func UseCapabilities(ro *RenderOptions, on synccluster.Cluster) error {
+	if ro.Helm == nil || !render.IsChart(ro.Root, ro.Path) {
+		return nil
+	}
+	caps, err := on.Capabilities()
+	switch {
+	case errors.Is(err, synccluster.ErrNoConfig):
+		return nil
+	case err != nil:
+		return err
+	}
+	ro.Helm.KubeVersion, ro.Helm.APIVersions, ro.Helm.FromCluster = caps.KubeVersion, caps.APIVersions, true
+	return nil
 }
 
 // Pending is what syncing st at revision would do to the cluster, as `converge diff
@@ -59,7 +86,10 @@ func Pending(ctx context.Context, c client.Client, cfg *rest.Config, st *converg
 	if err != nil {
 		return nil, co.Revision, err
 	}
-	ro, err := TargetRenderOptions(ctx, c, there, st, co.Dir, st.Spec.Path)
+	ro, err := TargetRenderOptions(ctx, c, on, st, co.Dir, st.Spec.Path)
+	if err == nil {
+		err = UseCapabilities(&ro, on)
+	}
 	if err != nil {
 		return nil, co.Revision, err
 	}

@@ -41,10 +41,25 @@ type Cluster interface {
 	// Capabilities are the cluster's version and the API versions it serves, for a
 	// chart's .Capabilities (kept for remote.CapabilitiesTTL).
 	Capabilities() (Capabilities, error)
+	// ForgetCapabilities makes the next Capabilities discover them again: a
+	// CustomResourceDefinition was applied there.
+	ForgetCapabilities()
 }
 
 // Capabilities are what a chart's templates may ask of the cluster it is rendered for.
 type Capabilities = remote.Capabilities
+
+// Destination is what a render knows of the cluster a SyncTarget's objects go to.
+type Destination struct {
+	// Client is the client the SyncTarget acts with there: a chart's lookup reads through
+	// it, its REST mapper tells the scope of kinds. Nil, lookup finds nothing.
+	Client client.Client
+	// Capabilities discovers that cluster's version and API versions, a chart's
+	// .Capabilities, as helm install does; called only for a chart. Nil renders as helm
+	// template does offline: the Kubernetes release of converge's client and the API
+	// versions it knows.
+	Capabilities func() (Capabilities, error)
+}
 
 // Clusters gives each SyncTarget its Cluster. Set is the daemon's.
 type Clusters interface {
@@ -113,6 +128,9 @@ func (l *Local) Mapper() meta.RESTMapper { return l.mapper }
 // Capabilities implements Cluster.
 func (l *Local) Capabilities() (Capabilities, error) { return l.ids.Capabilities() }
 
+// ForgetCapabilities implements Cluster.
+func (l *Local) ForgetCapabilities() { l.ids.ForgetCapabilities() }
+
 // Set is the daemon's Clusters: its own, and the remote clusters of kubeconfig Secrets.
 type Set struct {
 	local  *Local
@@ -164,6 +182,7 @@ func (r *remoteCluster) Client(user string) (client.Client, error)    { return r
 func (r *remoteCluster) Checker(user string) (*health.Checker, error) { return r.c.Checker(user) }
 func (r *remoteCluster) Mapper() meta.RESTMapper                      { return r.c.RESTMapper() }
 func (r *remoteCluster) Capabilities() (Capabilities, error)          { return r.c.Capabilities() }
+func (r *remoteCluster) ForgetCapabilities()                          { r.c.ForgetCapabilities() }
 
 func (r *remoteCluster) Drift(owner types.NamespacedName) (*drift.Watcher, bool, error) {
 	return r.c.Drift(r.parent, owner)
@@ -189,6 +208,9 @@ func ForCaller(ctx context.Context, c client.Client, cfg *rest.Config, st *conve
 	}
 	return &remoteCluster{c: rc}, release, nil
 }
+
+// ErrNoConfig is the Capabilities of a caller's cluster given no client config.
+var ErrNoConfig = errors.New("the cluster's capabilities: no client config to discover them with")
 
 // ErrCallerIdentity refuses another identity than the caller's own.
 var ErrCallerIdentity = errors.New("a caller acts with its own rights, not as another user")
@@ -223,7 +245,13 @@ func (cc *callerCluster) Mapper() meta.RESTMapper { return cc.c.RESTMapper() }
 
 func (cc *callerCluster) Capabilities() (Capabilities, error) {
 	if cc.ids == nil {
-		return Capabilities{}, errors.New("the cluster's capabilities: no client config to discover them with")
+		return Capabilities{}, ErrNoConfig
 	}
 	return cc.ids.Capabilities()
+}
+
+func (cc *callerCluster) ForgetCapabilities() {
+	if cc.ids != nil {
+		cc.ids.ForgetCapabilities()
+	}
 }

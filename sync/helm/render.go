@@ -37,8 +37,11 @@ type Options struct {
 	// KubeVersion is .Capabilities.KubeVersion, e.g. "v1.35.0"; "" is Helm's default.
 	KubeVersion string
 	// APIVersions are added to Helm's default .Capabilities.APIVersions, e.g. "apps/v1",
-	// "monitoring.coreos.com/v1/ServiceMonitor".
+	// "monitoring.coreos.com/v1/ServiceMonitor", as helm template --api-versions adds them.
 	APIVersions []string
+	// FromCluster says KubeVersion and APIVersions were discovered from the cluster the
+	// release goes to: APIVersions then replace Helm's defaults, as in helm install.
+	FromCluster bool
 	// Lookup answers the template function lookup; nil answers an empty map, as helm template.
 	Lookup Lookup
 	// MaxLookups bounds lookup calls per render (0 = DefaultMaxLookups).
@@ -156,7 +159,9 @@ func capabilities(ch *chartv2.Chart, opts Options) (*common.Capabilities, error)
 		caps.KubeVersion = *kv
 	}
 	versions := make(common.VersionSet, 0, len(caps.APIVersions)+len(opts.APIVersions))
-	versions = append(versions, caps.APIVersions...)
+	if !opts.FromCluster {
+		versions = append(versions, caps.APIVersions...)
+	}
 	caps.APIVersions = append(versions, opts.APIVersions...)
 	if kv := ch.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, caps.KubeVersion.String()) {
 		return nil, fmt.Errorf("chart %s requires kubeVersion %s, incompatible with Kubernetes %s", ch.Name(), kv, caps.KubeVersion.Version)

@@ -323,6 +323,11 @@ func (ru *run) applyObjects(ctx context.Context, c client.Client, d *deployment,
 	var err error
 	d.applied, err = ru.r.Applier.Apply(ctx, c, toApply, live, timeout,
 		apply.Options{CleanUpOtherTools: ru.st.CleanUpOtherTools()})
+	if changedCRD(d.applied.ChangeSet) {
+		if on, onErr := ru.cluster(ctx); onErr == nil {
+			on.ForgetCapabilities() // the next chart rendered there sees the new API
+		}
+	}
 	if d.applied.ChangeSet != nil {
 		for _, o := range unchanged {
 			d.applied.ChangeSet.Add(apply.ChangeSetEntry(o, ssa.UnchangedAction))
@@ -330,6 +335,20 @@ func (ru *run) applyObjects(ctx context.Context, c client.Client, d *deployment,
 		d.applied.Unchanged += len(unchanged)
 	}
 	return err
+}
+
+// changedCRD says whether cs created or changed a CustomResourceDefinition.
+func changedCRD(cs *ssa.ChangeSet) bool {
+	if cs == nil {
+		return false
+	}
+	for _, e := range cs.Entries {
+		if e.ObjMetadata.GroupKind.Kind == "CustomResourceDefinition" && e.ObjMetadata.GroupKind.Group == "apiextensions.k8s.io" &&
+			(e.Action == ssa.CreatedAction || e.Action == ssa.ConfiguredAction) {
+			return true
+		}
+	}
+	return false
 }
 
 // prune deletes stale: what the previous inventory holds and the revision no longer

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sync/cluster"
 	"github.com/converge-gitops/converge/sync/reconciler/reconcilertest"
 )
 
@@ -159,4 +161,51 @@ func TestFlowRemoteTargetLetsGoOfItsCluster(t *testing.T) {
 	_, err := f.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: f.key})
 	f.g.Expect(err).NotTo(HaveOccurred())
 	f.g.Expect(f.clusters.Released()).To(Equal([]types.NamespacedName{f.key, f.key}), "the deleted SyncTarget let go of it")
+}
+
+// TestFlowChartRendersWithTheCapabilitiesOfItsCluster: a chart renders with the
+// capabilities of the cluster it deploys to (a remote one's, not the daemon's); a revision
+// that applies a CRD there makes them discovered again for the next render; discovery
+// failing is no fault of the revision: nothing fails or rolls back, and it renders once
+// discovery answers.
+func TestFlowChartRendersWithTheCapabilitiesOfItsCluster(t *testing.T) {
+	f := newRemoteFlow(t, rev1, func(st *convergev1.SyncTarget) { st.Spec.Helm = &convergev1.HelmSpec{} })
+	local := f.clusters.Local().(*reconcilertest.Cluster)
+	local.Caps = cluster.Capabilities{KubeVersion: "v1.36.0", APIVersions: []string{"v1"}}
+	f.cluster.Caps = cluster.Capabilities{KubeVersion: "v1.37.2", APIVersions: []string{"v1", "example.com/v1"}}
+	f.objects.Set(rev1, configMap("web", "one"))
+	st := f.reconcile()
+	f.g.Expect(newestResult(st)).To(Equal(convergev1.SyncSucceeded), "%v", st.Status.Conditions)
+	rendered := f.objects.Capabilities()
+	f.g.Expect(rendered).NotTo(BeEmpty())
+	f.g.Expect(rendered[len(rendered)-1]).To(Equal(f.cluster.Caps), "the remote cluster's capabilities")
+	f.g.Expect(f.cluster.Forgotten()).To(BeZero())
+
+	crd := reconcilertest.Object("", "", "gadgets.example.com", nil)
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	delete(crd.Object, "data")
+	f.source.Push(rev2)
+	f.objects.Set(rev2, crd, configMap("web", "two"))
+	st = f.reconcile()
+	f.g.Expect(st.Status.LastHealthyRevision).To(Equal(rev2), "%v", st.Status.Conditions)
+	f.g.Expect(f.cluster.Forgotten()).To(Equal(1), "a CRD applied there: its capabilities are discovered again")
+	f.g.Expect(local.Forgotten()).To(BeZero(), "the daemon's own cluster got no CRD")
+
+	f.cluster.CapsErr = errors.New("the server is currently unable to handle the request")
+	f.source.Push(rev3)
+	f.objects.Set(rev3, crd, configMap("web", "three"))
+	before := len(f.objects.Capabilities())
+	st, _ = f.reconcileErr()
+	f.g.Expect(f.objects.Capabilities()).To(HaveLen(before), "nothing is rendered without the capabilities")
+	f.g.Expect(st.Status.LastHealthyRevision).To(Equal(rev2))
+	f.g.Expect(readyReason(st)).To(Equal(convergev1.ApplyFailedReason), "said as the cluster failing, not the commit")
+	for _, h := range st.Status.History {
+		f.g.Expect(h.Revision == rev3 && h.Result == convergev1.SyncFailed).To(BeFalse(), "discovery failing fails no revision: %+v", h)
+	}
+	f.cluster.CapsErr = nil
+	f.clk.Step(time.Minute)
+	st = f.reconcile()
+	f.g.Expect(st.Status.LastHealthyRevision).To(Equal(rev3), "%v", st.Status.Conditions)
+	f.g.Expect(f.remoteLive("web")).To(Equal(map[string]any{"v": "three"}))
 }

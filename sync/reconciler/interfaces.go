@@ -43,13 +43,12 @@ type Fetcher interface {
 // Renderer turns a checked-out tree into the objects a SyncTarget applies, owner labels
 // and target namespace set, the spec.postBuild variables of vars substituted and, for a
 // chart, its spec.helm values used. A rendering error is the commit's fault (BuildFailed).
-// c is the client st acts with on the cluster its objects go to: a chart's lookup reads
-// through it, its REST mapper tells the scope of kinds; nil, lookup finds nothing.
+// to is what the render knows of the cluster st's objects go to (see cluster.Destination).
 // The result's Chart says whether the revision is a Helm chart (from a chart repository,
 // or a directory holding a Chart.yaml): the one answer to "is this a chart?" that a
 // deploy's steps follow.
 type Renderer interface {
-	Render(ctx context.Context, st *convergev1.SyncTarget, c client.Client, root string, vars postbuild.Variables) (*render.Result, error)
+	Render(ctx context.Context, st *convergev1.SyncTarget, to cluster.Destination, root string, vars postbuild.Variables) (*render.Result, error)
 }
 
 // HealthChecker waits until the objects are healthy, or says which are not. A failure

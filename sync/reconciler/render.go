@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sync/cluster"
 	"github.com/converge-gitops/converge/sync/postbuild"
 	"github.com/converge-gitops/converge/sync/render"
 	"github.com/converge-gitops/converge/sync/target"
@@ -39,9 +40,9 @@ type KustomizeRenderer struct {
 }
 
 // Render implements Renderer.
-func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget, c client.Client, root string,
+func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget, to cluster.Destination, root string,
 	vars postbuild.Variables) (*render.Result, error) {
-	mapper := k.Mapper
+	mapper, c := k.Mapper, to.Client
 	if c != nil {
 		if m := c.RESTMapper(); m != nil {
 			mapper = m
@@ -52,8 +53,17 @@ func (k KustomizeRenderer) Render(ctx context.Context, st *convergev1.SyncTarget
 		return nil, err
 	}
 	opts.Timeout = k.Timeout
-	if c != nil && opts.Helm != nil {
-		opts.Helm.Lookup = target.Lookup(c)
+	if opts.Helm != nil {
+		if c != nil {
+			opts.Helm.Lookup = target.Lookup(c)
+		}
+		if to.Capabilities != nil && render.IsChart(root, opts.Path) {
+			caps, err := to.Capabilities()
+			if err != nil {
+				return nil, err
+			}
+			opts.Helm.KubeVersion, opts.Helm.APIVersions, opts.Helm.FromCluster = caps.KubeVersion, caps.APIVersions, true
+		}
 	}
 	key := k.Charts.key(st, opts)
 	if objs, ok := k.Charts.get(key); ok {
@@ -105,8 +115,11 @@ func (c *ChartRenders) key(st *convergev1.SyncTarget, opts render.Options) strin
 		Flags                                                  [3]bool
 		Sub                                                    *render.Substitution
 		Generation                                             int64
+		KubeVersion                                            string
+		APIVersions                                            []string
 	}{opts.Root, opts.Path, opts.TargetNamespace, st.Namespace + "/" + st.Name, h.ReleaseName, h.Namespace,
-		h.ValuesFiles, h.Values, h.Inline, [3]bool{h.SkipCRDs, h.DisableHooks, h.IncludeTests}, opts.Substitute, st.Generation})
+		h.ValuesFiles, h.Values, h.Inline, [3]bool{h.SkipCRDs, h.DisableHooks, h.IncludeTests}, opts.Substitute, st.Generation,
+		h.KubeVersion, h.APIVersions})
 	if err != nil {
 		return ""
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/converge-gitops/converge/sync/cluster"
 	"github.com/converge-gitops/converge/sync/postbuild"
 
 	. "github.com/onsi/gomega"
@@ -25,12 +26,12 @@ func TestKustomizeRendererTimeout(t *testing.T) {
 	g.Expect(os.WriteFile(filepath.Join(dir, "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"), 0o644)).To(Succeed())
 	st := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "team"}}
 
-	out, err := reconciler.KustomizeRenderer{}.Render(context.Background(), st, nil, dir, postbuild.Variables{})
+	out, err := reconciler.KustomizeRenderer{}.Render(context.Background(), st, cluster.Destination{}, dir, postbuild.Variables{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.Objects).To(HaveLen(1))
 	g.Expect(out.Chart).To(BeFalse())
 
-	out, err = reconciler.KustomizeRenderer{Timeout: time.Nanosecond}.Render(context.Background(), st, nil, dir, postbuild.Variables{})
+	out, err = reconciler.KustomizeRenderer{Timeout: time.Nanosecond}.Render(context.Background(), st, cluster.Destination{}, dir, postbuild.Variables{})
 	g.Expect(out).To(BeNil())
 	g.Expect(err).To(MatchError(render.ErrRenderTimeout))
 	g.Expect(err.Error()).To(Equal("render exceeded 1ns"))
@@ -46,7 +47,7 @@ func TestKustomizeRendererSaysChart(t *testing.T) {
 	g.Expect(os.WriteFile(filepath.Join(dir, "templates", "cm.yaml"),
 		[]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Release.Name }}}\n"), 0o644)).To(Succeed())
 	st := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "team"}}
-	out, err := reconciler.KustomizeRenderer{}.Render(context.Background(), st, nil, dir, postbuild.Variables{})
+	out, err := reconciler.KustomizeRenderer{}.Render(context.Background(), st, cluster.Destination{}, dir, postbuild.Variables{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.Chart).To(BeTrue())
 	g.Expect(out.Objects).To(HaveLen(1))

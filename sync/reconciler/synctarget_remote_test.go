@@ -178,6 +178,8 @@ func TestRemoteCluster(t *testing.T) {
 	rc := startRemoteCluster(t)
 	f := newFixture(t)
 	setupRemoteTenant(t, f, rc)
+	gadgets := f.ns + ".remote.example.com" // served there, before the cluster is first used
+	establish(t, rc.k8s, gadgetCRDObject(t, gadgets))
 	rev1 := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "1"), "deploy/b.yaml": configMap("b", "1")})
 	st := f.syncTarget("remote", remoteTarget)
 	ctx := context.Background()
@@ -241,6 +243,9 @@ func TestRemoteCluster(t *testing.T) {
 	})
 	step("a rewritten kubeconfig Secret is used at once", func(t *testing.T) {
 		testRemoteSecretRewritten(t, rc, f, st)
+	})
+	step("a chart renders with the remote cluster's capabilities", func(t *testing.T) {
+		testRemoteCapabilities(t, rc, f, gadgets)
 	})
 	step("prunes on the remote cluster when deleted", func(t *testing.T) {
 		g := NewWithT(t)

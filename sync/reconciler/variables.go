@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/category"
+	"github.com/converge-gitops/converge/sync/cluster"
 	"github.com/converge-gitops/converge/sync/postbuild"
 	"github.com/converge-gitops/converge/sync/render"
 )
@@ -47,12 +49,29 @@ func (ru *run) readVariables(ctx context.Context) *outcome {
 }
 
 // renderTree renders a checked-out tree, with the run's variables substituted.
+// A chart sees the capabilities of the cluster it deploys to; their discovery failing
+// (the cluster away) is no fault of the revision: retried, said as an apply that failed.
 func (ru *run) renderTree(ctx context.Context, dir string) (*render.Result, error) {
-	c, err := ru.client(ctx)
+	on, err := ru.cluster(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return ru.r.Renderer.Render(ctx, ru.st, c, dir, ru.vars)
+	c, err := on.Client(impersonatedUser(ru.st, ru.r.DefaultServiceAccount))
+	if err != nil {
+		return nil, err
+	}
+	caps := func() (cluster.Capabilities, error) {
+		caps, err := on.Capabilities()
+		if err != nil {
+			says, _ := category.Of(err)
+			if says == category.Unknown {
+				says = category.Retry
+			}
+			return caps, category.WrapReason(says, convergev1.ApplyFailedReason, err)
+		}
+		return caps, nil
+	}
+	return ru.r.Renderer.Render(ctx, ru.st, cluster.Destination{Client: c, Capabilities: caps}, dir, ru.vars)
 }
 
 // variablesState compares the digest of the variables read now with the one the last

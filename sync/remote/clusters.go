@@ -267,6 +267,9 @@ func (c *Cluster) RESTMapper() meta.RESTMapper { return c.mapper }
 // Identities.Capabilities).
 func (c *Cluster) Capabilities() (Capabilities, error) { return c.ids.Capabilities() }
 
+// ForgetCapabilities makes the next Capabilities discover them again.
+func (c *Cluster) ForgetCapabilities() { c.ids.ForgetCapabilities() }
+
 // Drift returns the cluster's drift watcher, made on first use beside parent (its wakeups
 // go to parent's Events) with the kubeconfig's own identity; first reports whether owner
 // asks for it for the first time, when the kinds it manages are to be watched. Nil once the

@@ -146,6 +146,14 @@ func (ids *Identities) Capabilities() (Capabilities, error) {
 	return caps, nil
 }
 
+// ForgetCapabilities makes the next Capabilities ask discovery again: the daemon applied a
+// CustomResourceDefinition there, whose API a chart rendered next may ask for.
+func (ids *Identities) ForgetCapabilities() {
+	ids.mu.Lock()
+	ids.capsAt = time.Time{}
+	ids.mu.Unlock()
+}
+
 func discover(base *rest.Config) (Capabilities, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.Timeout = discoveryTimeout

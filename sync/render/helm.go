@@ -45,9 +45,15 @@ type HelmOptions struct {
 	SkipCRDs, DisableHooks, IncludeTests bool
 	// Lookup answers the template function lookup, read-only; nil answers nothing.
 	Lookup helm.Lookup `json:"-"`
-	// APIVersions are .Capabilities.APIVersions; KubeVersion .Capabilities.KubeVersion.
+	// APIVersions are added to .Capabilities.APIVersions; KubeVersion is
+	// .Capabilities.KubeVersion (as helm template --api-versions and --kube-version).
 	APIVersions []string
 	KubeVersion string
+	// FromCluster says APIVersions and KubeVersion are those of the cluster the release
+	// goes to, as helm install discovers them: APIVersions replace Helm's defaults, and
+	// the API versions the chart's own CustomResourceDefinitions serve are added, since
+	// they are applied in the first stage, before anything that may use them.
+	FromCluster bool
 }
 
 // isChart reports whether directory rel holds a Chart.yaml.
@@ -90,9 +96,18 @@ func renderChart(ctx context.Context, cfs *confinedFS, root string, start resolv
 	if kube == "" {
 		kube = defaultKubeVersion()
 	}
-	rel, err := helm.Render(ctx, chart, helm.Options{ReleaseName: o.ReleaseName, Namespace: o.Namespace,
+	hopts := helm.Options{ReleaseName: o.ReleaseName, Namespace: o.Namespace,
 		Values: values, IsUpgrade: o.IsUpgrade, Revision: max(o.Revision, 1), KubeVersion: kube,
-		APIVersions: o.APIVersions, Lookup: o.Lookup, SkipCRDs: o.SkipCRDs, DisableHooks: o.DisableHooks})
+		APIVersions: o.APIVersions, FromCluster: o.FromCluster, Lookup: o.Lookup, SkipCRDs: o.SkipCRDs, DisableHooks: o.DisableHooks}
+	rel, err := helm.Render(ctx, chart, hopts)
+	if err == nil && o.FromCluster {
+		// The chart's CRDs are installed before its templates are applied: a template asking
+		// for their API sees it, as on a cluster where they are already installed.
+		if extra := newCRDVersions(rel, o.APIVersions); len(extra) > 0 {
+			hopts.APIVersions = append(append([]string(nil), o.APIVersions...), extra...)
+			rel, err = helm.Render(ctx, chart, hopts)
+		}
+	}
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
@@ -100,6 +115,42 @@ func renderChart(ctx context.Context, cfs *confinedFS, root string, start resolv
 		return nil, fileErr(display, fmt.Errorf("%w: %w", ErrHelm, err))
 	}
 	return chartItems(rel, display, o), nil
+}
+
+// newCRDVersions are the group versions, and the kinds in them, that the
+// CustomResourceDefinitions of rel serve and known does not list.
+func newCRDVersions(rel *helm.Release, known []string) []string {
+	have := make(map[string]bool, len(known))
+	for _, v := range known {
+		have[v] = true
+	}
+	var out []string
+	add := func(v string) {
+		if !have[v] {
+			have[v] = true
+			out = append(out, v)
+		}
+	}
+	for _, obj := range append(append([]*unstructured.Unstructured(nil), rel.CRDs...), rel.Objects...) {
+		if obj.GetKind() != "CustomResourceDefinition" || !strings.HasPrefix(obj.GetAPIVersion(), "apiextensions.k8s.io/") {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(obj.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "kind")
+		versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
+		for _, v := range versions {
+			m, _ := v.(map[string]any)
+			name, _ := m["name"].(string)
+			if served, _ := m["served"].(bool); !served || name == "" || group == "" {
+				continue
+			}
+			add(group + "/" + name)
+			if kind != "" {
+				add(group + "/" + name + "/" + kind)
+			}
+		}
+	}
+	return out
 }
 
 // chartItems are the objects of a rendered chart: CRDs, manifests and hooks (tests only

@@ -248,6 +248,27 @@ func renderWithin(ctx context.Context, opts Options) (*Result, error) {
 	return &Result{Objects: objs, Digest: digest, Kustomized: how == builtKustomize, Chart: how == builtChart}, nil
 }
 
+// IsChart says whether Render renders path of the checkout at root as a Helm chart (given
+// Helm options): a directory holding a Chart.yaml and no kustomization. It reads as
+// Render does, confined to root; a path it cannot read is no chart.
+func IsChart(root, path string) bool {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = r.Close() }()
+	cfs := newConfinedFS(context.Background(), r, Limits{}.withDefaults())
+	start, err := cfs.resolve(cleanDisplay(path))
+	if err != nil || !start.info.IsDir() {
+		return false
+	}
+	if kfile, err := findKustomization(cfs, start.rel); err != nil || kfile != "" {
+		return false
+	}
+	chart, err := isChart(cfs, start.rel)
+	return err == nil && chart
+}
+
 // renderItems builds the objects at display: with kustomize when it is a directory holding
 // a kustomization, as plain manifests otherwise.
 func renderItems(ctx context.Context, cfs *confinedFS, display string, opts Options) (items []item, how int, err error) {

@@ -25,14 +25,17 @@ import (
 // client holding its objects). Away makes it unreachable: every call fails as a remote
 // cluster's transport fails when its API server is down.
 type Cluster struct {
-	// Caps are the cluster's capabilities.
-	Caps cluster.Capabilities
+	// Caps are the cluster's capabilities; CapsErr, when set, is what their discovery
+	// fails with.
+	Caps    cluster.Capabilities
+	CapsErr error
 
 	name string
 	c    client.WithWatch
 
-	mu   sync.Mutex
-	away bool
+	mu        sync.Mutex
+	away      bool
+	forgotten int
 }
 
 // NewCluster returns the cluster named name ("" for the daemon's own) of client c.
@@ -115,7 +118,24 @@ func (c *Cluster) Capabilities() (cluster.Capabilities, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.CapsErr != nil {
+		return cluster.Capabilities{}, c.CapsErr
+	}
 	return c.Caps, nil
+}
+
+// ForgetCapabilities implements cluster.Cluster: counted in Forgotten.
+func (c *Cluster) ForgetCapabilities() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forgotten++
+}
+
+// Forgotten counts the calls of ForgetCapabilities.
+func (c *Cluster) Forgotten() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.forgotten
 }
 
 // Clusters are the daemon's own cluster and remote ones known by the name of their

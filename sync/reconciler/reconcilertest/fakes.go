@@ -134,6 +134,7 @@ type Renderer struct {
 	objects map[string][]*unstructured.Unstructured
 	errs    map[string]error
 	renders int
+	caps    []cluster.Capabilities
 }
 
 // NewRenderer returns a Renderer that knows no revision yet.
@@ -162,16 +163,33 @@ func (r *Renderer) Renders() int {
 	return r.renders
 }
 
+// Capabilities are the cluster capabilities each Render of a chart found, in order.
+func (r *Renderer) Capabilities() []cluster.Capabilities {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]cluster.Capabilities(nil), r.caps...)
+}
+
 // Render returns copies of the objects of the revision checked out at root, "${name}" in
 // their annotations and string data replaced by the variables of vars; a SyncTarget with
 // spec.chart or spec.helm renders as a chart.
-func (r *Renderer) Render(_ context.Context, st *convergev1.SyncTarget, _ client.Client, root string,
+func (r *Renderer) Render(_ context.Context, st *convergev1.SyncTarget, to cluster.Destination, root string,
 	vars postbuild.Variables) (*render.Result, error) {
+	chart := st.IsChart() || st.Spec.Helm != nil
+	if chart && to.Capabilities != nil {
+		caps, err := to.Capabilities()
+		if err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		r.caps = append(r.caps, caps)
+		r.mu.Unlock()
+	}
 	objects, err := r.objectsOf(st, root, vars)
 	if err != nil {
 		return nil, err
 	}
-	return &render.Result{Objects: objects, Chart: st.IsChart() || st.Spec.Helm != nil}, nil
+	return &render.Result{Objects: objects, Chart: chart}, nil
 }
 
 func (r *Renderer) objectsOf(st *convergev1.SyncTarget, root string, vars postbuild.Variables) ([]*unstructured.Unstructured, error) {
