@@ -30,9 +30,14 @@ func newBuildCommand() *cobra.Command {
 Git work tree — and print the objects as multi-document YAML, in the order converge applies them.
 
 Without --target nothing is read from the cluster; --target-namespace sets the namespace of every
-namespaced object. With --target NAME the SyncTarget's settings apply (target namespace, owner
-labels, spec.postBuild variables and spec.decryption), and PATH (or --path) is rendered as its
-spec.path would be; without a PATH its source is fetched at its ref or at --revision REF.
+namespaced object. A directory holding a Chart.yaml is rendered as helm template renders it, with
+its flags: -f/--values, --set, --set-string, --set-file (merged in that order, as Helm merges them),
+--release-name (default release-name), --kube-version and --api-versions (.Capabilities; without
+them, those helm template assumes); objects without a namespace get --target-namespace (default
+"default"), and a dependency that is not vendored under charts/ is named. With --target NAME the SyncTarget's settings apply (target namespace, owner
+labels, spec.postBuild variables and spec.decryption, a chart's spec.helm with the capabilities of
+the cluster it deploys to), and PATH (or --path) is rendered as its spec.path would be; without a
+PATH its source is fetched at its ref or at --revision REF.
 
 The variables and the SOPS decryption keys are read with your own credentials. Secrets are printed
 with their values masked, as converge diff shows them, unless --decrypt is given; a variable taken
@@ -40,6 +45,8 @@ from a Secret and used in another kind of object is printed as substituted. With
 encrypted file is an error.`,
 		Example: `  converge build deploy/prod
   converge build deploy/prod --target-namespace shop | kubeconform -
+  converge build ./charts/shop -f env/prod.yaml --set replicaCount=3 --release-name shop
+  converge build ./charts/shop --api-versions monitoring.coreos.com/v1 --kube-version v1.35.0
   converge build --target shop -n team-a ./deploy/prod
   converge build --target shop -n team-a --decrypt`,
 		ValidArgsFunction: diffCompleteDirs,

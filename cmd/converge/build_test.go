@@ -27,6 +27,8 @@ func TestBuild(t *testing.T) {
 		"overlays/prod/kustomization.yaml": "resources: [../../base, ns.yaml]\nnamePrefix: prod-\n",
 		"overlays/prod/ns.yaml":            "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n",
 		"broken/bad.yaml":                  "kind: [\n",
+		"umbrella/Chart.yaml":              "apiVersion: v2\nname: umbrella\nversion: 1.0.0\ndependencies:\n- {name: postgresql, version: 12.x.x, repository: https://charts.example}\n",
+		"umbrella/templates/cm.yaml":       "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: umbrella}\n",
 	})
 	noCluster := []string{"--kubeconfig", filepath.Join(t.TempDir(), "absent")}
 
@@ -77,6 +79,13 @@ spec:
 			{name: "revision without target", args: []string{"build", repo, "--revision", "main"}, wantErr: "--revision needs --target"},
 			{name: "target namespace with target", args: []string{"build", "--target", "app", "--target-namespace", "x"}, wantErr: "--target-namespace cannot be used with --target"},
 			{name: "target without a cluster", args: []string{"build", "--target", "app"}, wantErr: "kubeconfig"},
+			{name: "a chart's dependency not vendored", args: []string{"build", filepath.Join(repo, "umbrella")},
+				wantErr: `dependency "postgresql" is not vendored under charts/ (run helm dependency build`},
+			{name: "chart flags on no chart", args: []string{"build", filepath.Join(repo, "base"), "--set", "a=b"},
+				wantErr: "--set is for a chart directory, and base holds no Chart.yaml"},
+			{name: "chart flags with target", args: []string{"build", "--target", "app", "-f", "values.yaml"},
+				wantErr: "--values cannot be used with --target: the SyncTarget's spec.helm"},
+			{name: "a bad --set", args: []string{"build", filepath.Join(repo, "umbrella"), "--set", "novalue"}, wantErr: "--set novalue: key \"novalue\" has no value"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {

@@ -33,7 +33,9 @@ func newDiffCommand() *cobra.Command {
 the cluster through a server-side dry-run apply with the converge field manager.
 
 converge diff PATH renders PATH (confined to its Git work tree, as the daemon confines a render
-to its checkout) with no owner labels and never prunes. With --target NAME the SyncTarget's
+to its checkout) with no owner labels and never prunes; a chart directory is rendered as
+converge build renders it, with helm template's flags (-f, --set, --set-string, --set-file,
+--release-name, --kube-version, --api-versions). With --target NAME the SyncTarget's
 settings apply: its target namespace and owner labels, its spec.postBuild variables (the
 ConfigMaps and Secrets of substituteFrom read with your own rights), and its inventory for pruning; its source is
 fetched at its ref (with the credentials of its secretRef, read with your own), at --revision REF
@@ -139,6 +141,7 @@ type diffSourceOptions struct {
 	revision        string
 	targetNamespace string
 	withRevision    bool
+	chart           templateFlags
 }
 
 func (o *diffSourceOptions) BindFlags(fs *pflag.FlagSet, withRevision bool) {
@@ -149,6 +152,7 @@ func (o *diffSourceOptions) BindFlags(fs *pflag.FlagSet, withRevision bool) {
 		fs.StringVar(&o.revision, "revision", "", "with --target: fetch this branch, tag, full commit SHA or revision of the SyncTarget's repository")
 	}
 	fs.StringVar(&o.targetNamespace, "target-namespace", "", "without --target: set the namespace of every namespaced object")
+	o.chart.BindFlags(fs)
 }
 
 // complete checks the flags against the arguments; PATH is --path with --target.
@@ -176,6 +180,9 @@ func (o *diffSourceOptions) complete(args []string) error {
 	}
 	if o.targetNamespace != "" {
 		return usageError(errors.New("--target-namespace cannot be used with --target: the SyncTarget's applies"))
+	}
+	if flag := o.chart.given(); flag != "" {
+		return usageError(errors.New(flag + " cannot be used with --target: the SyncTarget's spec.helm and its cluster's capabilities apply"))
 	}
 	return nil
 }
@@ -209,6 +216,9 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 			return nil, err
 		}
 		in.render = diff.RenderOptions{Root: root, Path: rel, TargetNamespace: o.targetNamespace}
+		if in.render.Helm, err = o.chart.helmOptions(root, rel, o.targetNamespace); err != nil {
+			return nil, err
+		}
 		in.title = fmt.Sprintf("converge diff `%s`", o.path)
 		return in, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 
 	chartloader "helm.sh/helm/v4/pkg/chart/v2/loader"
@@ -79,4 +80,51 @@ func layerError(l ValuesSource, what string, cause error) error {
 		return fmt.Errorf("values %s: %s (%s; details withheld: the layer is sensitive)", l.Name, what, line)
 	}
 	return fmt.Errorf("values %s: %s (details withheld: the layer is sensitive)", l.Name, what)
+}
+
+// Flags are helm template's value flags: values files read from disk, then --set, then
+// --set-string, then --set-file, each in the order given — the order Helm merges them.
+type Flags struct {
+	// Files are -f/--values files; later ones win, maps merge deeply.
+	Files []string
+	// Set are --set name=value (typed as Helm types them); SetString --set-string
+	// (always strings); SetFile --set-file name=path (the file's content).
+	Set, SetString, SetFile []string
+}
+
+// Values merges the flags in Helm's order into the user values of a render, with Helm's
+// own parsers. Errors name the flag or file.
+func (f Flags) Values() (map[string]any, error) {
+	layers := make([]ValuesSource, 0, len(f.Files))
+	for _, p := range f.Files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("values file: %w", err)
+		}
+		layers = append(layers, ValuesSource{Name: p, Data: b})
+	}
+	vals, err := BuildValues(layers, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range f.Set {
+		if err := strvals.ParseInto(s, vals); err != nil {
+			return nil, fmt.Errorf("--set %s: %w", s, err)
+		}
+	}
+	for _, s := range f.SetString {
+		if err := strvals.ParseIntoString(s, vals); err != nil {
+			return nil, fmt.Errorf("--set-string %s: %w", s, err)
+		}
+	}
+	for _, s := range f.SetFile {
+		read := func(rs []rune) (any, error) {
+			b, err := os.ReadFile(string(rs))
+			return string(b), err
+		}
+		if err := strvals.ParseIntoFile(s, vals, read); err != nil {
+			return nil, fmt.Errorf("--set-file %s: %w", s, err)
+		}
+	}
+	return vals, nil
 }
