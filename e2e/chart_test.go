@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +88,9 @@ spec:
 
 // TestChartFromRepository: the daemon deploys a chart of a loopback HTTP chart repository at
 // the newest version its range matches, and a version published later, found by polling.
-// `converge diff --target` fetches the same chart and finds nothing to change.
+// `converge diff --target` fetches the same chart and finds nothing to change. `converge
+// rollback --to VERSION` pins the chart back to a version of its history, and `converge
+// resume` lets it follow its range again.
 func TestChartFromRepository(t *testing.T) {
 	run(t, 44, "Helm chart from a chart repository", parallel, func(s *scenario) {
 		g := NewWithT(t)
@@ -127,6 +130,24 @@ func TestChartFromRepository(t *testing.T) {
 		s.latency("chart published → healthy", time.Since(start))
 		object(g, s.app, "shop", cm)
 		g.Expect(cm.Data).To(HaveKeyWithValue("version", "1.1.0"))
+
+		back := s.cli(120*time.Second, "rollback", "shop", "-n", s.ns, "--to", "1.0.0")
+		g.Expect(back.code).To(Equal(0), back.String())
+		g.Expect(back.stdout).To(ContainSubstring("pinned SyncTarget " + s.ns + "/shop to chart 1.0.0@sha256:"))
+		g.Expect(back.stdout).To(ContainSubstring("(converge resume restores version 1.x)"))
+		s.eventually(st, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(st.Spec.Chart.Version).To(Equal("1.0.0"))
+			g.Expect(st.Status.LastHealthyRevision).To(HavePrefix("1.0.0@sha256:"), ready(st).Message)
+		})
+		object(g, s.app, "shop", cm)
+		g.Expect(cm.Data).To(HaveKeyWithValue("version", "1.0.0"), "the pinned version is deployed")
+
+		resumed := s.cli(120*time.Second, "resume", "shop", "-n", s.ns)
+		g.Expect(resumed.code).To(Equal(0), resumed.String())
+		s.eventually(st, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(st.Spec.Chart.Version).To(Equal("1.x"))
+			g.Expect(st.Status.LastHealthyRevision).To(HavePrefix("1.1.0@sha256:"), ready(st).Message)
+		})
 	})
 }
 
@@ -165,5 +186,22 @@ func TestChartFromOCIRegistry(t *testing.T) {
 		cm := &corev1.ConfigMap{}
 		object(g, s.app, "shop-oci", cm)
 		g.Expect(cm.Data).To(HaveKeyWithValue("version", "2.1.0"))
+
+		// Pinned back by the revision as converge history prints it: version and short digest.
+		first := ""
+		for _, h := range get(g, st).Status.History {
+			if strings.HasPrefix(h.Revision, "2.0.0@") {
+				first = h.Revision
+			}
+		}
+		g.Expect(first).NotTo(BeEmpty())
+		back := s.cli(120*time.Second, "rollback", "shop-oci", "-n", s.ns, "--to", first[:len("2.0.0@sha256:")+7])
+		g.Expect(back.code).To(Equal(0), back.String())
+		s.eventually(st, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(st.Spec.Chart.Digest).To(Equal(strings.TrimPrefix(first, "2.0.0@")), "an OCI chart is pinned by digest")
+			g.Expect(st.Status.LastHealthyRevision).To(Equal(first), ready(st).Message)
+		})
+		object(g, s.app, "shop-oci", cm)
+		g.Expect(cm.Data).To(HaveKeyWithValue("version", "2.0.0"))
 	})
 }

@@ -37,9 +37,17 @@ restore it. Rolling back a SyncTarget that is pinned already keeps the ref recor
 
 REVISION is a revision from converge history (main@sha1:<hex>), a full commit SHA, or a prefix
 of at least 7 hex digits of a commit in the history. With --wait (the default) it then waits
-for the sync like converge reconcile.`,
+for the sync like converge reconcile.
+
+A SyncTarget of a chart repository (spec.chart) is pinned to a chart revision of its history:
+spec.chart.version becomes that exact version (for an oci:// repository, spec.chart.digest its
+manifest digest), and the version or range it asked for is recorded in the annotation
+` + actions.PinnedChartAnnotation + ` for converge resume. REVISION is then the revision as
+converge history prints it (6.5.1@sha256:e8d3f31), in full, or the version alone when one
+revision of the history has it. Its values are those of its spec and Git, as now.`,
 		Example: `  converge rollback shop --to main@sha1:0a1b2c3d4e5f60718293a4b5c6d7e8f901234567
   converge rollback shop --to 0a1b2c3
+  converge rollback podinfo --to 6.5.1@sha256:e8d3f31
   converge resume shop`,
 	}, &o.cli, o.run)
 	o.wait.BindFlags(cmd.Flags())
@@ -90,9 +98,9 @@ func (o *rollbackOptions) run(ctx context.Context, out io.Writer, name string) e
 	if err != nil {
 		return cliInputError(err)
 	}
-	from := recordedRef(st)
-	if _, err := fmt.Fprintf(out, "pinned SyncTarget %s to commit %s (converge resume restores %s)\n",
-		key, commit, describeRef(from)); err != nil {
+	what, from := actions.Pinned(st)
+	if _, err := fmt.Fprintf(out, "pinned SyncTarget %s to %s %s (converge resume restores %s)\n",
+		key, what, commit, from); err != nil {
 		return err
 	}
 	if !o.wait.wait {
@@ -123,9 +131,6 @@ func parsePinnedFrom(raw string) (convergev1.GitRef, error) { return actions.Par
 
 // recordedRef is the ref st's annotation records, or its current ref.
 func recordedRef(st *convergev1.SyncTarget) convergev1.GitRef { return actions.RecordedRef(st) }
-
-// describeRef says what a ref follows: branch main, tag v1.2.0, commit 0a1b2c3…
-func describeRef(r convergev1.GitRef) string { return actions.DescribeRef(r) }
 
 // resumeOptions are the flags of `converge resume`.
 type resumeOptions struct {

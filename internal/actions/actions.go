@@ -45,9 +45,11 @@ func Suspend(ctx context.Context, c client.Client, st *convergev1.SyncTarget) er
 	return nil
 }
 
-// Rollback pins the SyncTarget key to the commit that to names (see ResolveCommit)
-// and asks for a reconcile with requested, retrying on conflicts; st receives the
-// SyncTarget as patched. It refuses a suspended SyncTarget.
+// Rollback pins the SyncTarget key to the commit that to names (see ResolveCommit), or a
+// chart SyncTarget to the chart revision it names (see ResolveChartRevision, PinChart),
+// and asks for a reconcile with requested, retrying on conflicts; it returns the commit
+// or chart revision pinned, and st receives the SyncTarget as patched. It refuses a
+// suspended SyncTarget.
 func Rollback(ctx context.Context, c client.Client, key client.ObjectKey, to, requested string, st *convergev1.SyncTarget) (string, error) {
 	var commit string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -58,12 +60,9 @@ func Rollback(ctx context.Context, c client.Client, key client.ObjectKey, to, re
 			return fmt.Errorf("SyncTarget %s is suspended: converge resume %s -n %s lets it sync again (and unpins it)",
 				key, key.Name, key.Namespace)
 		}
-		var err error
-		if commit, err = ResolveCommit(st, to); err != nil {
-			return err
-		}
 		base := st.DeepCopy()
-		if err := Pin(st, commit); err != nil {
+		var err error
+		if commit, err = pinTo(st, to); err != nil {
 			return err
 		}
 		SetAnnotation(st, convergev1.RequestedAtAnnotation, requested)
@@ -73,6 +72,23 @@ func Rollback(ctx context.Context, c client.Client, key client.ObjectKey, to, re
 		return "", fmt.Errorf("rolling back %s: %w", key, err)
 	}
 	return commit, nil
+}
+
+// pinTo pins st to what to names: a chart revision for a chart SyncTarget, a commit
+// otherwise; it returns what it pinned.
+func pinTo(st *convergev1.SyncTarget, to string) (string, error) {
+	if st.IsChart() {
+		r, err := ResolveChartRevision(st, to)
+		if err != nil {
+			return "", err
+		}
+		return r.String(), PinChart(st, r)
+	}
+	commit, err := ResolveCommit(st, to)
+	if err != nil {
+		return "", err
+	}
+	return commit, Pin(st, commit)
 }
 
 // Resume unpins and un-suspends the SyncTarget key and asks for a reconcile with

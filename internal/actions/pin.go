@@ -116,10 +116,17 @@ func Pin(st *convergev1.SyncTarget, commit string) error {
 	return nil
 }
 
-// Unpin restores the ref recorded in PinnedFromAnnotation, removes the annotation and
-// clears spec.suspend; it returns what it did, in words.
+// Unpin restores the ref recorded in PinnedFromAnnotation (a chart's version recorded in
+// PinnedChartAnnotation), removes the annotation and clears spec.suspend; it returns what it did, in words.
 func Unpin(st *convergev1.SyncTarget) ([]string, error) {
 	var did []string
+	chart, err := unpinChart(st)
+	if err != nil {
+		return nil, err
+	}
+	if chart != "" {
+		did = append(did, chart)
+	}
 	if raw, ok := st.Annotations[PinnedFromAnnotation]; ok {
 		ref, err := ParsePinnedFrom(raw)
 		if err != nil {

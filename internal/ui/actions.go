@@ -71,9 +71,9 @@ func (s *Server) act(ctx context.Context, action, to string, st *convergev1.Sync
 		did, err := actions.Resume(ctx, s.client, keyOfTarget(st), requested)
 		return "resumed SyncTarget " + key + ": " + strings.Join(did, ", "), err
 	case "rollback":
-		commit, err := actions.Rollback(ctx, s.client, keyOfTarget(st), to, requested, st)
-		return fmt.Sprintf("pinned SyncTarget %s to commit %s (resume restores %s)", key, commit,
-			actions.DescribeRef(actions.RecordedRef(st))), err
+		pinned, err := actions.Rollback(ctx, s.client, keyOfTarget(st), to, requested, st)
+		what, restores := actions.Pinned(st)
+		return fmt.Sprintf("pinned SyncTarget %s to %s %s (resume restores %s)", key, what, pinned, restores), err
 	}
 	return "", fmt.Errorf("%w %q", errUnknownAction, action)
 }

@@ -294,6 +294,28 @@ func TestActions(t *testing.T) {
 	}
 }
 
+// TestChartRollbackPinsTheChartRevision: rolling a chart SyncTarget back from the page
+// pins its chart to the version of that history entry, and resume puts the range back.
+func TestChartRollbackPinsTheChartRevision(t *testing.T) {
+	g := NewWithT(t)
+	s, c := testServer(t, []convergev1.SyncTarget{fakeChartTarget("shop", "web")}, nil, nil)
+	to := "6.5.0@sha256:2" + chartDigest[1:]
+	code, res := post(t, s, "/targets/shop/web/rollback", url.Values{"to": {to}}, fromPage)
+	g.Expect(code).To(Equal(http.StatusOK), res.Message)
+	g.Expect(res.Message).To(Equal("pinned SyncTarget shop/web to chart " + to + " (resume restores version >=6.5 <7)"))
+	st := &convergev1.SyncTarget{}
+	key := client.ObjectKey{Namespace: "shop", Name: "web"}
+	g.Expect(c.Get(context.Background(), key, st)).To(Succeed())
+	g.Expect(st.Spec.Chart.Version).To(Equal("6.5.0"))
+	g.Expect(st.Annotations).To(HaveKeyWithValue(actions.PinnedChartAnnotation, `{"version":">=6.5 <7"}`))
+
+	code, res = post(t, s, "/targets/shop/web/resume", nil, fromPage)
+	g.Expect(code).To(Equal(http.StatusOK), res.Message)
+	g.Expect(res.Message).To(Equal("resumed SyncTarget shop/web: following version >=6.5 <7 again"))
+	g.Expect(c.Get(context.Background(), key, st)).To(Succeed())
+	g.Expect(st.Spec.Chart.Version).To(Equal(">=6.5 <7"))
+}
+
 func TestResumeUnpins(t *testing.T) {
 	g := NewWithT(t)
 	st := fakeTarget("shop", "web", true)
@@ -386,7 +408,8 @@ func TestChartTargets(t *testing.T) {
 	g.Expect(body).To(ContainSubstring(`<dt>Deployed chart<dd><code title="6.5.1@sha256:` + chartDigest + `">6.5.1 · sha256:0123456</code>`))
 	g.Expect(body).To(ContainSubstring(`<code title="6.5.0@sha256:2`+chartDigest[1:]+`">6.5.0 · sha256:2123456</code>`), "the history")
 	g.Expect(body).NotTo(ContainSubstring("<dt>Source"))
-	g.Expect(body).NotTo(ContainSubstring(`data-action="rollback"`), "a rollback pins a Git commit")
+	g.Expect(body).To(ContainSubstring(`data-action="rollback" data-to="6.5.0@sha256:2`+chartDigest[1:]+`"`), "a chart revision can be rolled back to")
+	g.Expect(body).NotTo(ContainSubstring(`data-action="rollback" data-to="6.5.1@sha256:`+chartDigest+`"`), "not the one deployed")
 	g.Expect(body).NotTo(ContainSubstring("chart-pa55"))
 	g.Expect(body).NotTo(ContainSubstring("values-s3cret"))
 	g.Expect(body).NotTo(ContainSubstring("auth"))

@@ -15,6 +15,7 @@ import (
 	"github.com/converge-gitops/converge/internal/actions"
 	"github.com/converge-gitops/converge/internal/tree"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sources/charts"
 	synccluster "github.com/converge-gitops/converge/sync/cluster"
 )
 
@@ -144,10 +145,13 @@ func (s *Server) tree(ctx context.Context, st *convergev1.SyncTarget) (*tree.Tre
 	return t, ""
 }
 
-// historyOf is the timeline, newest first; every commit but the applied one can be
-// rolled back to, from its newest entry. A rollback pins a Git commit: a chart of a
-// chart repository is not offered one.
+// historyOf is the timeline, newest first; every commit (or chart revision) but the
+// applied one can be rolled back to, from its newest entry.
 func historyOf(st *convergev1.SyncTarget, now time.Time) []historyEntry {
+	commitOf := commitOf
+	if st.IsChart() {
+		commitOf = chartRevisionOf
+	}
 	seen := map[string]bool{commitOf(st.Status.LastAppliedRevision): true}
 	var out []historyEntry
 	for _, e := range st.Status.History {
@@ -156,11 +160,19 @@ func historyOf(st *convergev1.SyncTarget, now time.Time) []historyEntry {
 			Revision: revisionOf(st, e.Revision), Result: string(e.Result),
 			Started: timeOf(e.StartedAt.Time, now), Duration: durationText(e),
 			Created: e.Created, Configured: e.Configured, Deleted: e.Deleted, Message: e.Message,
-			Rollback: commit != "" && !seen[commit] && !st.Spec.Suspend && !st.IsChart(),
+			Rollback: commit != "" && !seen[commit] && !st.Spec.Suspend,
 		})
 		seen[commit] = true
 	}
 	return out
+}
+
+// chartRevisionOf is a chart revision ("6.5.0@sha256:…") as it is, else "".
+func chartRevisionOf(rev string) string {
+	if _, err := charts.ParseRevision(rev); err != nil {
+		return ""
+	}
+	return rev
 }
 
 // commitOf is the commit SHA of a revision ("main@sha1:…" or "sha1:…"), else "".
