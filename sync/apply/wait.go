@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/converge-gitops/converge/health"
+	"github.com/converge-gitops/converge/internal/crdkinds"
 )
 
 // waitForStage waits, through the health engine (health.Checker, reading with c's
@@ -48,18 +49,8 @@ func waitForKinds(ctx context.Context, mapper meta.RESTMapper, objects []*unstru
 	}
 	var kinds []kind
 	for _, o := range objects {
-		if o.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}) {
-			continue
-		}
-		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
-		name, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
-		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
-		for _, v := range versions {
-			m, _ := v.(map[string]any)
-			version, _ := m["name"].(string)
-			if served, _ := m["served"].(bool); served && version != "" {
-				kinds = append(kinds, kind{schema.GroupKind{Group: group, Kind: name}, version})
-			}
+		for _, gvk := range crdkinds.Served(o) {
+			kinds = append(kinds, kind{gvk.GroupKind(), gvk.Version})
 		}
 	}
 	var missing kind

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/converge-gitops/converge/internal/crdkinds"
 	"github.com/converge-gitops/converge/sync/helm"
 )
 
@@ -132,22 +133,9 @@ func newCRDVersions(rel *helm.Release, known []string) []string {
 		}
 	}
 	for _, obj := range append(append([]*unstructured.Unstructured(nil), rel.CRDs...), rel.Objects...) {
-		if obj.GetKind() != "CustomResourceDefinition" || !strings.HasPrefix(obj.GetAPIVersion(), "apiextensions.k8s.io/") {
-			continue
-		}
-		group, _, _ := unstructured.NestedString(obj.Object, "spec", "group")
-		kind, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "kind")
-		versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
-		for _, v := range versions {
-			m, _ := v.(map[string]any)
-			name, _ := m["name"].(string)
-			if served, _ := m["served"].(bool); !served || name == "" || group == "" {
-				continue
-			}
-			add(group + "/" + name)
-			if kind != "" {
-				add(group + "/" + name + "/" + kind)
-			}
+		for _, gvk := range crdkinds.Served(obj) {
+			add(gvk.GroupVersion().String())
+			add(gvk.GroupVersion().String() + "/" + gvk.Kind)
 		}
 	}
 	return out

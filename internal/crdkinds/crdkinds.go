@@ -1,0 +1,32 @@
+// Package crdkinds reads what a CustomResourceDefinition serves: the one reading of a
+// CRD's group, kind and served versions, for the apply engine (which waits for them to be
+// known) and for a chart's .Capabilities (which count them as served).
+package crdkinds
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// crdKind is the group and kind of a CustomResourceDefinition.
+var crdKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+
+// Served are the kinds, one per served version, that obj defines when it is a
+// CustomResourceDefinition; nil for any other object.
+func Served(obj *unstructured.Unstructured) []schema.GroupVersionKind {
+	if obj.GroupVersionKind().GroupKind() != crdKind {
+		return nil
+	}
+	group, _, _ := unstructured.NestedString(obj.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "kind")
+	versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
+	var out []schema.GroupVersionKind
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		name, _ := m["name"].(string)
+		if served, _ := m["served"].(bool); served && name != "" && group != "" && kind != "" {
+			out = append(out, schema.GroupVersionKind{Group: group, Version: name, Kind: kind})
+		}
+	}
+	return out
+}
