@@ -57,11 +57,6 @@ func (f *ChartFetcher) scheduler() *charts.Scheduler {
 	return f.sched
 }
 
-// Source builds the charts.Source of a SyncTarget, with its credentials and keys.
-func (f *ChartFetcher) Source(ctx context.Context, st *convergev1.SyncTarget) (charts.Source, error) {
-	return target.For(st, f.Reader, nil).Chart(ctx)
-}
-
 // Resolve implements Fetcher: the version the chart's poller found last; the first
 // Resolve of a chart waits for its poller's first poll.
 func (f *ChartFetcher) Resolve(ctx context.Context, st *convergev1.SyncTarget) (string, error) {
@@ -76,7 +71,7 @@ func (f *ChartFetcher) Resolve(ctx context.Context, st *convergev1.SyncTarget) (
 // first one. A failed poll is its error; so is a chart source that cannot be built (with
 // no poll time).
 func (f *ChartFetcher) latest(ctx context.Context, st *convergev1.SyncTarget) (charts.Event, error) {
-	src, err := f.Source(ctx, st)
+	src, err := f.source(ctx, st)
 	if err != nil {
 		return charts.Event{}, err
 	}
@@ -93,6 +88,11 @@ func (f *ChartFetcher) latest(ctx context.Context, st *convergev1.SyncTarget) (c
 		return charts.Event{}, err
 	}
 	return ev, ev.Err
+}
+
+// source builds the charts.Source of a SyncTarget, with its credentials and keys.
+func (f *ChartFetcher) source(ctx context.Context, st *convergev1.SyncTarget) (charts.Source, error) {
+	return target.For(st, f.Reader, nil).Chart(ctx)
 }
 
 // notify wakes the SyncTarget after a poll that found news, or that a reconcile a user
@@ -148,7 +148,7 @@ func (f *ChartFetcher) revision(ctx context.Context, st *convergev1.SyncTarget, 
 	if err != nil {
 		return charts.Source{}, r, err
 	}
-	src, err := f.Source(ctx, st)
+	src, err := f.source(ctx, st)
 	if err != nil {
 		return src, r, err
 	}
