@@ -15,16 +15,24 @@ import (
 )
 
 // createOnlyCRDs is a chart's step under the Create CRD policy: it leaves out of the
-// revision's objects the CRDs that exist already, which are never changed.
+// revision's objects the CRDs that exist already, which are never changed. One the
+// SyncTarget created (it carries its owner labels) stays in its inventory: it is still the
+// chart's, and must not look stale to a prune (spec.helm.pruneCRDs would delete it, and
+// every object of its kind, at the next revision). One that someone else installed is
+// never the SyncTarget's.
 func (ru *run) createOnlyCRDs(ctx context.Context, ds *deploying) *failure {
 	d := ds.d
 	out := d.objects[:0:0]
+	var kept []*unstructured.Unstructured
 	for _, o := range d.objects {
 		if isCRD(o) {
 			live := &unstructured.Unstructured{}
 			live.SetGroupVersionKind(o.GroupVersionKind())
 			err := ds.c.Get(ctx, client.ObjectKeyFromObject(o), live)
 			if err == nil {
+				if apply.Owns(ru.key, live) {
+					kept = append(kept, o)
+				}
 				continue
 			}
 			if !apierrors.IsNotFound(err) {
@@ -33,7 +41,7 @@ func (ru *run) createOnlyCRDs(ctx context.Context, ds *deploying) *failure {
 		}
 		out = append(out, o)
 	}
-	d.objects, d.inventory = out, apply.NewInventory(out)
+	d.objects, d.inventory = out, apply.NewInventory(append(append([]*unstructured.Unstructured(nil), out...), kept...))
 	return nil
 }
 

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -252,4 +253,45 @@ func TestFlowApplyFailingMidwayIsRolledBack(t *testing.T) {
 	f.g.Expect(f.live("added")).To(BeNil(), "created before the apply failed, deleted by the rollback")
 	f.g.Expect(f.live("web")).To(Equal(map[string]any{"v": "one"}))
 	f.g.Expect(st.Status.Inventory.Entries).To(HaveLen(1))
+}
+
+// TestFlowChartCreateOnlyCRDsStayAcrossRevisionsWithPruneCRDs: under the Create CRD
+// policy with prune and pruneCRDs, the CRD the chart created stays in the inventory of the
+// revisions after it (which do not apply it), so it is never pruned while the chart still
+// has it; once a revision drops it, it is pruned.
+func TestFlowChartCreateOnlyCRDsStayAcrossRevisionsWithPruneCRDs(t *testing.T) {
+	f := newFlow(t, rev1, func(st *convergev1.SyncTarget) {
+		st.Spec.Helm = &convergev1.HelmSpec{CRDs: convergev1.CRDsCreate, PruneCRDs: true}
+	})
+	crd := reconcilertest.Object("", "", "gadgets.example.com", nil)
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	crd.Object["spec"] = map[string]any{"group": "example.com"}
+	delete(crd.Object, "data")
+	live := func() error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(crd.GroupVersionKind())
+		return f.c.Get(context.Background(), client.ObjectKey{Name: "gadgets.example.com"}, u)
+	}
+	crdID := "_gadgets.example.com_apiextensions.k8s.io_CustomResourceDefinition"
+	f.objects.Set(rev1, crd, configMap("web", "one"))
+	st := f.reconcile()
+	f.g.Expect(newestResult(st)).To(Equal(convergev1.SyncSucceeded), "%v", st.Status.Conditions)
+	f.g.Expect(live()).To(Succeed(), "the CRD is created")
+
+	for i, rev := range []string{rev2, rev3} {
+		f.source.Push(rev)
+		f.objects.Set(rev, crd, configMap("web", fmt.Sprint(i)))
+		st = f.reconcile()
+		f.g.Expect(st.Status.LastHealthyRevision).To(Equal(rev), "%v", st.Status.Conditions)
+		f.g.Expect(live()).To(Succeed(), "the chart's CRD is not pruned by a revision that still has it")
+		f.g.Expect(st.Status.Inventory.Entries).To(ContainElement(HaveField("ID", crdID)))
+	}
+
+	const rev4 = "main@sha1:4444444444444444444444444444444444444444"
+	f.source.Push(rev4)
+	f.objects.Set(rev4, configMap("web", "four"))
+	st = f.reconcile()
+	f.g.Expect(st.Status.LastHealthyRevision).To(Equal(rev4), "%v", st.Status.Conditions)
+	f.g.Expect(apierrors.IsNotFound(live())).To(BeTrue(), "pruneCRDs: a CRD the chart no longer has is pruned")
 }

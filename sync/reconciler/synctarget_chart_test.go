@@ -197,6 +197,9 @@ func TestChartRandomValuesAreRenderedOnce(t *testing.T) {
 
 // TestChartCRDsAreUpgraded: a chart's crds/ are applied before the rest and upgraded with
 // the chart (Helm leaves them as first installed); under the Create policy they are not.
+// TestChartCRDsAreUpgraded: a chart's CRDs are upgraded under CreateReplace and left as
+// first created under Create — and, with prune and pruneCRDs, never pruned by the next
+// revision, which still has them.
 func TestChartCRDsAreUpgraded(t *testing.T) {
 	t.Parallel()
 	for _, policy := range []convergev1.CRDPolicy{convergev1.CRDsCreateReplace, convergev1.CRDsCreate} {
@@ -206,7 +209,7 @@ func TestChartCRDsAreUpgraded(t *testing.T) {
 			f.commit(chart("1.0.0", map[string]string{"crds/gadgets.yaml": gadgetCRD(group, "size")}))
 			st := f.syncTarget("chart-crd", func(st *convergev1.SyncTarget) {
 				helmTarget("")(st)
-				st.Spec.Helm.CRDs = policy
+				st.Spec.Helm.CRDs, st.Spec.Helm.PruneCRDs = policy, true
 			})
 			eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
 				g.Expect(ready(st).Status).To(BeEquivalentTo("True"), ready(st).Message)
