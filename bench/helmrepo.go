@@ -26,9 +26,9 @@ import (
 const noChartFetcher = "fetches no charts from chart repositories"
 
 // packageChart packs podinfo at version as a chart archive, podinfo/ at its root, as
-// `helm package` would, without its kubeVersion constraint: the local control plane,
-// built from Go modules, reports v0.0.0-master, which Flux's helm-controller (asking the
-// API server) finds outside ">=1.23.0-0".
+// `helm package` would, without its kubeVersion constraint: the YAML baseline renders the
+// same chart with the Helm SDK's client-only install, whose default Kubernetes (v1.20) is
+// outside ">=1.23.0-0".
 func packageChart(version string) ([]byte, error) {
 	files, err := podinfoFiles("podinfo", version)
 	if err != nil {
