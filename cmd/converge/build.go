@@ -24,7 +24,7 @@ type buildOptions struct {
 func newBuildCommand() *cobra.Command {
 	o := &buildOptions{}
 	cmd := &cobra.Command{
-		Use:   "build [PATH] [--target NAME [--path DIR | --revision REF]]",
+		Use:   "build [PATH | --chart-repository URL --chart NAME] [--target NAME [--path DIR | --revision REF]]",
 		Short: "Print the manifests converge would apply, as multi-document YAML",
 		Long: `Render a directory exactly as the daemon would — kustomize or plain manifests, confined to its
 Git work tree — and print the objects as multi-document YAML, in the order converge applies them.
@@ -34,7 +34,9 @@ namespaced object. A directory holding a Chart.yaml is rendered as helm template
 its flags: -f/--values, --set, --set-string, --set-file (merged in that order, as Helm merges them),
 --release-name (default release-name), --kube-version and --api-versions (.Capabilities; without
 them, those helm template assumes); objects without a namespace get --target-namespace (default
-"default"), and a dependency that is not vendored under charts/ is named. With --target NAME the SyncTarget's settings apply (target namespace, owner
+"default"), and a dependency that is not vendored under charts/ is named. --chart-repository URL
+--chart NAME [--chart-version V] renders a chart of a chart repository (https:// with index.yaml,
+or oci://) the same way, fetched as a SyncTarget of that spec.chart fetches it. With --target NAME the SyncTarget's settings apply (target namespace, owner
 labels, spec.postBuild variables and spec.decryption, a chart's spec.helm with the capabilities of
 the cluster it deploys to), and PATH (or --path) is rendered as its spec.path would be; without a
 PATH its source is fetched at its ref or at --revision REF.
@@ -47,6 +49,7 @@ encrypted file is an error.`,
   converge build deploy/prod --target-namespace shop | kubeconform -
   converge build ./charts/shop -f env/prod.yaml --set replicaCount=3 --release-name shop
   converge build ./charts/shop --api-versions monitoring.coreos.com/v1 --kube-version v1.35.0
+  converge build --chart-repository https://stefanprodan.github.io/podinfo --chart podinfo --chart-version 6.x
   converge build --target shop -n team-a ./deploy/prod
   converge build --target shop -n team-a --decrypt`,
 		ValidArgsFunction: diffCompleteDirs,

@@ -18,6 +18,7 @@ import (
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"sigs.k8s.io/yaml"
 
+	"github.com/converge-gitops/converge/internal/charttest"
 	"github.com/converge-gitops/converge/internal/testcharts"
 	"github.com/converge-gitops/converge/sync/render"
 )
@@ -175,4 +176,53 @@ func objectsByID(t *testing.T, manifests string, fromConverge bool) map[string]m
 		out[id] = obj
 	}
 	return out
+}
+
+// TestBuildChartOfARepository: `converge build --chart-repository URL --chart NAME
+// [--chart-version V]` fetches the chart as a SyncTarget of that spec.chart would (the
+// newest match of the range) and renders it as helm template, with the chart flags.
+func TestBuildChartOfARepository(t *testing.T) {
+	repo := charttest.NewHTTPRepo()
+	t.Cleanup(repo.Close)
+	for _, v := range []string{"1.0.0", "1.0.3", "1.1.0"} {
+		b, err := charttest.Package("shop", charttest.Chart("shop", v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo.Add("shop", v, b)
+	}
+	noCluster := []string{"--kubeconfig", filepath.Join(t.TempDir(), "absent")}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{args: []string{"--chart-version", "1.0.x"}, want: `message: hello` + "\n" + `  version: 1.0.3`},
+		{args: []string{"--set", "message=hi", "--release-name", "web"}, want: `message: hi` + "\n" + `  version: 1.1.0`},
+	} {
+		args := append(append([]string{"build", "--chart-repository", repo.URL(), "--chart", "shop"}, tc.args...), noCluster...)
+		out, errOut, code := diffCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, errOut)
+		}
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("%v: output lacks %q:\n%s", tc.args, tc.want, out)
+		}
+	}
+	out, _, _ := diffCLI(t, append([]string{"build", "--chart-repository", repo.URL(), "--chart", "shop", "--release-name", "web"}, noCluster...)...)
+	if !strings.Contains(out, "name: web\n") {
+		t.Errorf("the release name is not web:\n%s", out)
+	}
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{args: []string{"--chart", "shop"}, wantErr: "--chart-repository and --chart go together"},
+		{args: []string{"--chart-repository", repo.URL(), "--chart", "shop", "."}, wantErr: "either a PATH or --chart-repository"},
+		{args: []string{"--chart-repository", repo.URL(), "--chart", "shop", "--chart-version", "9.x"}, wantErr: "9.x"},
+	} {
+		_, errOut, code := diffCLI(t, append(append([]string{"build"}, tc.args...), noCluster...)...)
+		if code == 0 || !strings.Contains(errOut, tc.wantErr) {
+			t.Errorf("%v: exit %d, stderr %q; want an error saying %q", tc.args, code, errOut, tc.wantErr)
+		}
+	}
 }

@@ -74,7 +74,7 @@ spec:
 		}{
 			{name: "missing path", args: []string{"build", filepath.Join(repo, "nope")}, wantErr: "does not exist"},
 			{name: "malformed YAML", args: []string{"build", filepath.Join(repo, "broken")}, wantErr: "render broken/bad.yaml"},
-			{name: "no path", args: []string{"build"}, wantErr: "expected a PATH to render, or --target NAME"},
+			{name: "no path", args: []string{"build"}, wantErr: "expected a PATH to render, --chart-repository URL --chart NAME, or --target NAME"},
 			{name: "two paths", args: []string{"build", "a", "b"}, wantErr: "expected at most one PATH"},
 			{name: "revision without target", args: []string{"build", repo, "--revision", "main"}, wantErr: "--revision needs --target"},
 			{name: "target namespace with target", args: []string{"build", "--target", "app", "--target-namespace", "x"}, wantErr: "--target-namespace cannot be used with --target"},

@@ -166,12 +166,18 @@ func (o *diffSourceOptions) complete(args []string) error {
 		}
 		o.path = args[0]
 	}
+	repo, err := o.chart.fromRepository()
+	if err != nil {
+		return err
+	}
 	if o.target == "" {
 		switch {
 		case o.revision != "":
 			return usageError(errors.New("--revision needs --target"))
-		case o.path == "":
-			return usageError(errors.New("expected a PATH to render, or --target NAME"))
+		case repo && o.path != "":
+			return usageError(errors.New("give either a PATH or --chart-repository, not both"))
+		case o.path == "" && !repo:
+			return usageError(errors.New("expected a PATH to render, --chart-repository URL --chart NAME, or --target NAME"))
 		}
 		return nil
 	}
@@ -210,6 +216,9 @@ func (in *diffInput) Close() error {
 // c may be nil when no SyncTarget is named.
 func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.Client) (*diffInput, error) {
 	in := &diffInput{}
+	if repo, _ := o.chart.fromRepository(); repo {
+		return o.loadChart(ctx)
+	}
 	if o.target == "" {
 		root, rel, err := diff.LocalRoot(o.path)
 		if err != nil {
@@ -262,6 +271,22 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 	in.render.Root, in.render.Path = in.checkout.Dir, st.Spec.Path
 	in.title = fmt.Sprintf("converge diff: SyncTarget `%s/%s` at `%s`", ns, st.Name, in.checkout.Revision)
 	return in, diff.UseCapabilities(&in.render, on)
+}
+
+// loadChart fetches the chart of --chart-repository and renders it as helm template would.
+func (o *diffSourceOptions) loadChart(ctx context.Context) (*diffInput, error) {
+	co, err := o.chart.fetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in := &diffInput{checkout: co,
+		render: diff.RenderOptions{Root: co.Dir, Path: ".", TargetNamespace: o.targetNamespace},
+		title:  fmt.Sprintf("converge diff: chart `%s` %s of `%s`", o.chart.chart, co.Revision, o.chart.repository)}
+	if in.render.Helm, err = o.chart.helmOptions(co.Dir, ".", o.targetNamespace); err != nil {
+		_ = co.Close()
+		return nil, err
+	}
+	return in, nil
 }
 
 // diffCompleteDirs completes PATH with directories.

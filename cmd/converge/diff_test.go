@@ -369,7 +369,7 @@ spec:
 		}{
 			{name: "missing path", args: []string{"diff", filepath.Join(t.TempDir(), "nope")}, wantErr: "does not exist"},
 			{name: "malformed YAML", args: []string{"diff", malformed}, wantErr: "render bad.yaml"},
-			{name: "no path, no target", args: []string{"diff"}, wantErr: "expected a PATH to render, or --target NAME"},
+			{name: "no path, no target", args: []string{"diff"}, wantErr: "expected a PATH to render, --chart-repository URL --chart NAME, or --target NAME"},
 			{name: "revision without target", args: []string{"diff", ".", "--revision", "main"}, wantErr: "--revision needs --target"},
 			{name: "path and revision", args: []string{"diff", "--target", "app", "--path", ".", "--revision", "main"}, wantErr: "exclude each other"},
 			{name: "bad output", args: []string{"diff", ".", "-o", "xml"}, wantErr: "--output must be table, yaml or json"},

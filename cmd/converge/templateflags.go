@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
 
 	"github.com/spf13/pflag"
 
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/diff"
 	"github.com/converge-gitops/converge/sync/helm"
 	"github.com/converge-gitops/converge/sync/render"
 )
@@ -17,7 +20,10 @@ const defaultReleaseName = "release-name"
 
 // templateFlags are helm template's flags, for a chart directory rendered without --target.
 type templateFlags struct {
-	values      helm.Flags
+	// repository, chart and version name a chart of a chart repository to render instead
+	// of a PATH (helm template --repo URL NAME --version V).
+	repository, chart, version string
+	values                     helm.Flags
 	releaseName string
 	kubeVersion string
 	apiVersions []string
@@ -26,6 +32,9 @@ type templateFlags struct {
 
 func (c *templateFlags) BindFlags(fs *pflag.FlagSet) {
 	c.fs = fs
+	fs.StringVar(&c.repository, "chart-repository", "", "render a chart of this chart repository (https:// with index.yaml, or oci://) instead of a PATH; with --chart")
+	fs.StringVar(&c.chart, "chart", "", "with --chart-repository: the chart's name")
+	fs.StringVar(&c.version, "chart-version", "", "with --chart-repository: an exact version or a semver range (default: the newest)")
 	fs.StringArrayVarP(&c.values.Files, "values", "f", nil, "a chart directory: a values file (repeatable; later files win)")
 	fs.StringArrayVar(&c.values.Set, "set", nil, "a chart directory: set a value, name=value[,name=value] (repeatable)")
 	fs.StringArrayVar(&c.values.SetString, "set-string", nil, "a chart directory: set a string value, name=value (repeatable)")
@@ -37,12 +46,33 @@ func (c *templateFlags) BindFlags(fs *pflag.FlagSet) {
 
 // given names the first chart flag set, "" when none is.
 func (c *templateFlags) given() string {
-	for _, name := range []string{"values", "set", "set-string", "set-file", "release-name", "kube-version", "api-versions"} {
+	for _, name := range []string{"chart-repository", "chart", "chart-version", "values", "set", "set-string", "set-file",
+		"release-name", "kube-version", "api-versions"} {
 		if f := c.fs.Lookup(name); f != nil && f.Changed {
 			return "--" + name
 		}
 	}
 	return ""
+}
+
+// fromRepository reports whether a chart of a chart repository is asked for, and checks
+// the chart flags together.
+func (c *templateFlags) fromRepository() (bool, error) {
+	switch {
+	case c.repository == "" && c.chart == "" && c.version == "":
+		return false, nil
+	case c.repository == "" || c.chart == "":
+		return false, usageError(errors.New("--chart-repository and --chart go together (--chart-version with them)"))
+	}
+	return true, nil
+}
+
+// fetch fetches the chart of --chart-repository and --chart at --chart-version, as a
+// SyncTarget with that spec.chart would (nothing is read from a cluster: no credentials).
+func (c *templateFlags) fetch(ctx context.Context) (*diff.Checkout, error) {
+	st := &convergev1.SyncTarget{Spec: convergev1.SyncTargetSpec{
+		Chart: &convergev1.ChartSource{Repository: c.repository, Name: c.chart, Version: c.version}}}
+	return diff.Fetch(ctx, nil, st, "")
 }
 
 // helmOptions are the render options of the chart at root/rel as helm template renders it
