@@ -24,10 +24,10 @@ type templateFlags struct {
 	// of a PATH (helm template --repo URL NAME --version V).
 	repository, chart, version string
 	values                     helm.Flags
-	releaseName string
-	kubeVersion string
-	apiVersions []string
-	fs          *pflag.FlagSet
+	releaseName                string
+	kubeVersion                string
+	apiVersions                []string
+	fs                         *pflag.FlagSet
 }
 
 func (c *templateFlags) BindFlags(fs *pflag.FlagSet) {
