@@ -215,22 +215,13 @@ func (in *diffInput) Close() error {
 // load finds what to render: the local path, or the SyncTarget's settings and source.
 // c may be nil when no SyncTarget is named.
 func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.Client) (*diffInput, error) {
-	in := &diffInput{}
 	if repo, _ := o.chart.fromRepository(); repo {
 		return o.loadChart(ctx)
 	}
 	if o.target == "" {
-		root, rel, err := diff.LocalRoot(o.path)
-		if err != nil {
-			return nil, err
-		}
-		in.render = diff.RenderOptions{Root: root, Path: rel, TargetNamespace: o.targetNamespace}
-		if in.render.Helm, err = o.chart.helmOptions(root, rel, o.targetNamespace); err != nil {
-			return nil, err
-		}
-		in.title = fmt.Sprintf("converge diff `%s`", o.path)
-		return in, nil
+		return o.loadPath()
 	}
+	in := &diffInput{}
 	ns, err := cli.Namespace()
 	if err != nil {
 		return nil, err
@@ -271,6 +262,20 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 	in.render.Root, in.render.Path = in.checkout.Dir, st.Spec.Path
 	in.title = fmt.Sprintf("converge diff: SyncTarget `%s/%s` at `%s`", ns, st.Name, in.checkout.Revision)
 	return in, diff.UseCapabilities(&in.render, on)
+}
+
+// loadPath renders the local PATH, a chart directory as helm template would.
+func (o *diffSourceOptions) loadPath() (*diffInput, error) {
+	root, rel, err := diff.LocalRoot(o.path)
+	if err != nil {
+		return nil, err
+	}
+	in := &diffInput{render: diff.RenderOptions{Root: root, Path: rel, TargetNamespace: o.targetNamespace},
+		title: fmt.Sprintf("converge diff `%s`", o.path)}
+	if in.render.Helm, err = o.chart.helmOptions(root, rel, o.targetNamespace); err != nil {
+		return nil, err
+	}
+	return in, nil
 }
 
 // loadChart fetches the chart of --chart-repository and renders it as helm template would.
