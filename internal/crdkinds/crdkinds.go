@@ -1,6 +1,6 @@
-// Package crdkinds reads what a CustomResourceDefinition serves: the one reading of a
-// CRD's group, kind and served versions, for the apply engine (which waits for them to be
-// known) and for a chart's .Capabilities (which count them as served).
+// Package crdkinds tells a CustomResourceDefinition and reads what it serves: the one
+// reading of a CRD's group, kind and served versions, for the apply engine (which waits for
+// them to be known) and for a chart's .Capabilities (which count them as served).
 package crdkinds
 
 import (
@@ -8,13 +8,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// crdKind is the group and kind of a CustomResourceDefinition.
-var crdKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+// GroupKind is the group and kind of a CustomResourceDefinition.
+var GroupKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+
+// Is says whether obj is a CustomResourceDefinition.
+func Is(obj *unstructured.Unstructured) bool { return obj.GroupVersionKind().GroupKind() == GroupKind }
 
 // Served are the kinds, one per served version, that obj defines when it is a
 // CustomResourceDefinition; nil for any other object.
 func Served(obj *unstructured.Unstructured) []schema.GroupVersionKind {
-	if obj.GroupVersionKind().GroupKind() != crdKind {
+	if !Is(obj) {
 		return nil
 	}
 	group, _, _ := unstructured.NestedString(obj.Object, "spec", "group")

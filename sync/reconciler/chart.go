@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/crdkinds"
 	"github.com/converge-gitops/converge/sync/apply"
 )
 
@@ -25,7 +26,7 @@ func (ru *run) createOnlyCRDs(ctx context.Context, ds *deploying) *failure {
 	out := d.objects[:0:0]
 	var kept []*unstructured.Unstructured
 	for _, o := range d.objects {
-		if isCRD(o) {
+		if crdkinds.Is(o) {
 			live := &unstructured.Unstructured{}
 			live.SetGroupVersionKind(o.GroupVersionKind())
 			err := ds.c.Get(ctx, client.ObjectKeyFromObject(o), live)
@@ -45,17 +46,12 @@ func (ru *run) createOnlyCRDs(ctx context.Context, ds *deploying) *failure {
 	return nil
 }
 
-func isCRD(o *unstructured.Unstructured) bool {
-	gk := o.GroupVersionKind().GroupKind()
-	return gk.Group == "apiextensions.k8s.io" && gk.Kind == "CustomResourceDefinition"
-}
-
 // keepCRDs leaves the CRDs out of what a chart's prune deletes (a chart's step unless
 // spec.helm.pruneCRDs): deleting a CRD deletes every object of its kind.
 func keepCRDs(stale []convergev1.InventoryEntry) []convergev1.InventoryEntry {
 	out := stale[:0:0]
 	for _, e := range stale {
-		if o, err := apply.EntryObject(e); err == nil && isCRD(o) {
+		if o, err := apply.EntryObject(e); err == nil && crdkinds.Is(o) {
 			continue
 		}
 		out = append(out, e)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/crdkinds"
 	"github.com/converge-gitops/converge/sync/apply"
 	hookspkg "github.com/converge-gitops/converge/sync/hooks"
 	"github.com/converge-gitops/converge/sync/render"
@@ -343,8 +344,7 @@ func changedCRD(cs *ssa.ChangeSet) bool {
 		return false
 	}
 	for _, e := range cs.Entries {
-		if e.ObjMetadata.GroupKind.Kind == "CustomResourceDefinition" && e.ObjMetadata.GroupKind.Group == "apiextensions.k8s.io" &&
-			(e.Action == ssa.CreatedAction || e.Action == ssa.ConfiguredAction) {
+		if e.ObjMetadata.GroupKind == crdkinds.GroupKind && (e.Action == ssa.CreatedAction || e.Action == ssa.ConfiguredAction) {
 			return true
 		}
 	}

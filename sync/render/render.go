@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/crdkinds"
 )
 
 // Limits cap the work one render may do, so that a hostile or broken repository
@@ -425,7 +426,7 @@ func (id objectID) String() string {
 func rank(u *unstructured.Unstructured) int {
 	gvk := u.GroupVersionKind()
 	switch {
-	case gvk.Group == "apiextensions.k8s.io" && gvk.Kind == "CustomResourceDefinition":
+	case crdkinds.Is(u):
 		return 0
 	case gvk.Group == "" && gvk.Kind == "Namespace":
 		return 1
@@ -562,8 +563,7 @@ type scopeResolver struct {
 func newScopeResolver(items []item, lookup func(schema.GroupVersionKind) (bool, error)) *scopeResolver {
 	s := &scopeResolver{crds: map[schema.GroupKind]bool{}, lookup: lookup, cache: map[schema.GroupVersionKind]bool{}}
 	for _, it := range items {
-		gvk := it.obj.GroupVersionKind()
-		if gvk.Group != "apiextensions.k8s.io" || gvk.Kind != "CustomResourceDefinition" {
+		if !crdkinds.Is(it.obj) {
 			continue
 		}
 		group, _, _ := unstructured.NestedString(it.obj.Object, "spec", "group")

@@ -2,6 +2,8 @@ package render
 
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/converge-gitops/converge/internal/crdkinds"
 )
 
 // clusterScoped lists the built-in Kubernetes kinds that are not namespaced, by group
@@ -15,7 +17,7 @@ var clusterScoped = map[schema.GroupKind]bool{
 	{Group: "", Kind: "ComponentStatus"}:                                              true,
 	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                         true,
 	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                  true,
-	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:                 true,
+	crdkinds.GroupKind:                                                                true,
 	{Group: "apiregistration.k8s.io", Kind: "APIService"}:                             true,
 	{Group: "storage.k8s.io", Kind: "StorageClass"}:                                   true,
 	{Group: "storage.k8s.io", Kind: "CSIDriver"}:                                      true,
