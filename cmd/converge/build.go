@@ -30,15 +30,19 @@ func newBuildCommand() *cobra.Command {
 Git work tree — and print the objects as multi-document YAML, in the order converge applies them.
 
 Without --target nothing is read from the cluster; --target-namespace sets the namespace of every
-namespaced object. A directory holding a Chart.yaml is rendered as helm template renders it, with
-its flags: -f/--values, --set, --set-string, --set-file (merged in that order, as Helm merges them),
+namespaced object.
+
+A directory holding a Chart.yaml is rendered as helm template renders it, with its flags:
+-f/--values, --set, --set-string, --set-file (merged in that order, as Helm merges them),
 --release-name (default release-name), --kube-version and --api-versions (.Capabilities; without
 them, those helm template assumes); objects without a namespace get --target-namespace (default
 "default"), and a dependency that is not vendored under charts/ is named. --chart-repository URL
 --chart NAME [--chart-version V] renders a chart of a chart repository (https:// with index.yaml,
-or oci://) the same way, fetched as a SyncTarget of that spec.chart fetches it. With --target NAME the SyncTarget's settings apply (target namespace, owner
-labels, spec.postBuild variables and spec.decryption, a chart's spec.helm with the capabilities of
-the cluster it deploys to), and PATH (or --path) is rendered as its spec.path would be; without a
+or oci://) the same way, fetched as a SyncTarget of that spec.chart fetches it.
+
+With --target NAME the SyncTarget's settings apply (target namespace, owner labels,
+spec.postBuild variables and spec.decryption, a chart's spec.helm with the capabilities of the
+cluster it deploys to), and PATH (or --path) is rendered as its spec.path would be; without a
 PATH its source is fetched at its ref or at --revision REF.
 
 The variables and the SOPS decryption keys are read with your own credentials. Secrets are printed

@@ -117,7 +117,8 @@ func Pin(st *convergev1.SyncTarget, commit string) error {
 }
 
 // Unpin restores the ref recorded in PinnedFromAnnotation (a chart's version recorded in
-// PinnedChartAnnotation), removes the annotation and clears spec.suspend; it returns what it did, in words.
+// PinnedChartAnnotation), removes the annotation and clears spec.suspend; it returns what
+// it did, in words.
 func Unpin(st *convergev1.SyncTarget) ([]string, error) {
 	var did []string
 	chart, err := unpinChart(st)

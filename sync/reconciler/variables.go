@@ -52,14 +52,11 @@ func (ru *run) readVariables(ctx context.Context) *outcome {
 // A chart sees the capabilities of the cluster it deploys to; their discovery failing
 // (the cluster away) is no fault of the revision: retried, said as an apply that failed.
 func (ru *run) renderTree(ctx context.Context, dir string) (*render.Result, error) {
-	on, err := ru.cluster(ctx)
+	c, err := ru.client(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c, err := on.Client(impersonatedUser(ru.st, ru.r.DefaultServiceAccount))
-	if err != nil {
-		return nil, err
-	}
+	on, _ := ru.cluster(ctx) // looked up by client already
 	caps := func() (cluster.Capabilities, error) {
 		caps, err := on.Capabilities()
 		if err != nil {
