@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/health"
 	"github.com/converge-gitops/converge/internal/diff"
+	"github.com/converge-gitops/converge/sync/apply"
 	"github.com/converge-gitops/converge/sync/cluster"
 	"github.com/converge-gitops/converge/sync/hooks"
 )
@@ -95,13 +97,35 @@ func (o *chartTestOptions) run(cmd *cobra.Command, name string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	return runChartTests(ctx, there, cmd.OutOrStdout(), tests)
+	checker, err := on.Checker("")
+	if err != nil {
+		return err
+	}
+	return runChartTests(ctx, testRunner(there, checker, o.timeout), cmd.OutOrStdout(), tests)
+}
+
+// testRunner runs tests with c, through the apply engine, waited by checker.
+func testRunner(c client.Client, checker *health.Checker, timeout time.Duration) hooks.Runner {
+	return hooks.Runner{
+		Client: c,
+		Apply: func(ctx context.Context, objects []*unstructured.Unstructured) (apply.Result, error) {
+			return apply.Applier{}.Apply(ctx, c, objects, nil, timeout, apply.Options{})
+		},
+		Wait: func(ctx context.Context, objects, observed []*unstructured.Unstructured) error {
+			refs := make([]health.ObjectRef, 0, len(objects))
+			for _, o := range objects {
+				refs = append(refs, health.RefForObject(o))
+			}
+			_, err := checker.Wait(ctx, refs, health.Options{Timeout: timeout, Exprs: hooks.WaitRules(nil), Observed: observed})
+			return err
+		},
+	}
 }
 
 // chartTests renders the chart of st's last applied revision with its tests, its source
 // and values read with c, for the cluster on (its lookups and capabilities), and returns
 // the test hooks, in the order they run.
-func chartTests(ctx context.Context, c client.Client, on cluster.Cluster, st *convergev1.SyncTarget) ([]*unstructured.Unstructured, error) {
+func chartTests(ctx context.Context, c client.Client, on cluster.Cluster, st *convergev1.SyncTarget) ([]hooks.Hook, error) {
 	key := st.Namespace + "/" + st.Name
 	rev := st.Status.LastAppliedRevision
 	if rev == "" {
@@ -128,12 +152,12 @@ func chartTests(ctx context.Context, c client.Client, on cluster.Cluster, st *co
 		return nil, fmt.Errorf("rendering %s of SyncTarget %s: %w", rev, key, err)
 	}
 	_, all := hooks.Split(objects)
-	var tests []*unstructured.Unstructured
+	var tests []hooks.Hook
 	seen := map[*unstructured.Unstructured]bool{}
 	for _, event := range testEvents {
 		for _, h := range hooks.For(all, event) {
-			if !seen[h] {
-				seen[h] = true
+			if !seen[h.Object] {
+				seen[h.Object] = true
 				tests = append(tests, h)
 			}
 		}
@@ -143,19 +167,19 @@ func chartTests(ctx context.Context, c client.Client, on cluster.Cluster, st *co
 
 // runChartTests runs every test, one after the other, and prints a line for each; the
 // error says how many failed.
-func runChartTests(ctx context.Context, c client.Client, out io.Writer, tests []*unstructured.Unstructured) error {
+func runChartTests(ctx context.Context, r hooks.Runner, out io.Writer, tests []hooks.Hook) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(w, "TEST\tRESULT\tDURATION\tMESSAGE")
 	failed := 0
 	for _, h := range tests {
 		start := time.Now()
-		err := hooks.Run(ctx, c, []*unstructured.Unstructured{h}, testEvent(h))
+		err := r.Run(ctx, []hooks.Hook{h}, testEvent(h))
 		result, message := "Succeeded", ""
 		if err != nil {
 			failed++
 			result, message = "Failed", testFailure(ctx, err)
 		}
-		_, _ = fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\n", h.GetKind(), h.GetName(), result,
+		_, _ = fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\n", h.Object.GetKind(), h.Object.GetName(), result,
 			time.Since(start).Round(100*time.Millisecond), message)
 		if err := w.Flush(); err != nil {
 			return err
@@ -168,11 +192,9 @@ func runChartTests(ctx context.Context, c client.Client, out io.Writer, tests []
 }
 
 // testEvent is the test event h runs at.
-func testEvent(h *unstructured.Unstructured) string {
-	for _, e := range hooks.Events(h) {
-		if e == testEvents[0] {
-			return e
-		}
+func testEvent(h hooks.Hook) string {
+	if h.RunsAt(testEvents[0]) {
+		return testEvents[0]
 	}
 	return testEvents[1]
 }

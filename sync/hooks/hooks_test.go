@@ -3,10 +3,13 @@ package hooks
 import (
 	"testing"
 
+	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
 
-func hook(kind, name, events, weight, policy string) *unstructured.Unstructured {
+func object(kind, name string, annotations map[string]string) *unstructured.Unstructured {
 	o := &unstructured.Unstructured{}
 	o.SetAPIVersion("v1")
 	if kind == "Job" {
@@ -14,74 +17,78 @@ func hook(kind, name, events, weight, policy string) *unstructured.Unstructured 
 	}
 	o.SetKind(kind)
 	o.SetName(name)
-	a := map[string]string{"helm.sh/hook": events}
-	if weight != "" {
-		a[hookWeightAnnotation] = weight
-	}
-	if policy != "" {
-		a[hookDeleteAnnotation] = policy
-	}
-	o.SetAnnotations(a)
+	o.SetAnnotations(annotations)
 	return o
 }
 
-func TestForOrdersByWeightThenKindThenName(t *testing.T) {
-	plain := &unstructured.Unstructured{}
-	plain.SetKind("ConfigMap")
+func names(hs []Hook) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.Object.GetKind()+"/"+h.Object.GetName())
+	}
+	return out
+}
+
+func TestSplitReadsHelmsAndArgoCDsAnnotations(t *testing.T) {
+	g := NewWithT(t)
 	rest, hs := Split([]*unstructured.Unstructured{
-		hook("Job", "b", "pre-install,pre-upgrade", "5", ""),
-		plain,
-		hook("ConfigMap", "z", "pre-upgrade", "-1", ""),
-		hook("Job", "a", "pre-upgrade", "5", ""),
-		hook("ConfigMap", "c", "post-upgrade", "", ""),
+		object("ConfigMap", "plain", nil),
+		object("Job", "migrate", map[string]string{"helm.sh/hook": "pre-install, pre-upgrade", WeightAnnotation: "5",
+			DeleteAnnotation: "hook-succeeded,hook-failed"}),
+		object("Job", "schema", map[string]string{"argocd.argoproj.io/hook": "PreSync",
+			ArgoDeleteAnnotation: "HookSucceeded", ArgoWaveAnnotation: "-2"}),
+		object("Job", "seed", map[string]string{"argocd.argoproj.io/hook": "Sync"}),
+		object("Job", "smoke", map[string]string{"argocd.argoproj.io/hook": "PostSync"}),
+		object("Job", "page", map[string]string{"argocd.argoproj.io/hook": "SyncFail"}),
+		object("ConfigMap", "skipped", map[string]string{"argocd.argoproj.io/hook": "Skip"}),
+		// Argo CD reads its own annotation and not Helm's when an object has both.
+		object("Job", "both", map[string]string{"argocd.argoproj.io/hook": "PostSync", "helm.sh/hook": "pre-install",
+			WeightAnnotation: "9"}),
 	})
-	if len(rest) != 1 || len(hs) != 4 {
-		t.Fatalf("split %d/%d", len(rest), len(hs))
-	}
-	var got []string
-	for _, h := range For(hs, "pre-upgrade") {
-		got = append(got, h.GetKind()+"/"+h.GetName())
-	}
-	want := []string{"ConfigMap/z", "Job/a", "Job/b"}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("got %v, want %v", got, want)
-		}
-	}
+	g.Expect(names(hs)).To(Equal([]string{"Job/migrate", "Job/schema", "Job/seed", "Job/smoke", "Job/page", "Job/both"}))
+	g.Expect(rest).To(HaveLen(1), "a plain object is the set's; a skipped one is nobody's")
+
+	g.Expect(hs[0].Events).To(Equal([]string{PreInstall, PreUpgrade}))
+	g.Expect(hs[0].Weight).To(Equal(5))
+	g.Expect(hs[0].Policies).To(Equal(map[string]bool{HookSucceeded: true, HookFailed: true}))
+	g.Expect(hs[1].Events).To(Equal([]string{PreInstall, PreUpgrade, PreRollback}), "PreSync runs at every sync")
+	g.Expect(hs[1].Weight).To(Equal(-2), "an Argo CD hook's wave orders it")
+	g.Expect(hs[1].Policies).To(Equal(map[string]bool{HookSucceeded: true}))
+	g.Expect(hs[2].Events).To(Equal([]string{Sync}))
+	g.Expect(hs[2].Policies).To(Equal(map[string]bool{BeforeHookCreation: true}), "the default policy")
+	g.Expect(hs[3].Events).To(Equal([]string{PostInstall, PostUpgrade, PostRollback}))
+	g.Expect(hs[4].Events).To(Equal([]string{SyncFail}))
+	g.Expect(hs[5].Events).To(Equal([]string{PostInstall, PostUpgrade, PostRollback}))
+	g.Expect(hs[5].Weight).To(Equal(0))
+
+	g.Expect(names(For(hs, PreUpgrade))).To(Equal([]string{"Job/schema", "Job/migrate"}), "by weight")
+	g.Expect(names(For(hs, PostRollback))).To(Equal([]string{"Job/both", "Job/smoke"}), "by name")
+	g.Expect(For(hs, "test")).To(BeEmpty())
 }
 
-func TestPoliciesDefaultToBeforeHookCreation(t *testing.T) {
-	if p := hookPolicies(hook("Job", "a", "pre-install", "", "")); !p[beforeHookCreation] || len(p) != 1 {
-		t.Fatalf("default policies %v", p)
-	}
-	if p := hookPolicies(hook("Job", "a", "pre-install", "", "hook-succeeded, hook-failed")); p[beforeHookCreation] || !p[hookSucceeded] || !p[hookFailed] {
-		t.Fatalf("policies %v", p)
-	}
+// TestForIsWeightThenNameThenKind: Helm sorts hooks by kind, then stably by weight and
+// name: the kind decides only between hooks of equal weight and name; kinds Helm does not
+// know come last, by name.
+func TestForIsWeightThenNameThenKind(t *testing.T) {
+	g := NewWithT(t)
+	pre := map[string]string{"helm.sh/hook": PreInstall}
+	_, hs := Split([]*unstructured.Unstructured{
+		object("Job", "a", pre),
+		object("Widget", "a", pre),
+		object("ServiceAccount", "b", pre),
+		object("ConfigMap", "a", pre),
+		object("Gadget", "a", pre),
+		object("Secret", "a", pre),
+		object("Job", "z", map[string]string{"helm.sh/hook": PreInstall, WeightAnnotation: "-1"}),
+	})
+	g.Expect(names(For(hs, PreInstall))).To(Equal([]string{
+		"Job/z", "Secret/a", "ConfigMap/a", "Job/a", "Gadget/a", "Widget/a", "ServiceAccount/b"}))
 }
 
-func TestHookDoneReadsJobsAndPods(t *testing.T) {
-	job := hook("Job", "a", "pre-install", "", "")
-	if done, err := hookDone(job); done || err != nil {
-		t.Fatalf("a Job without conditions: %v %v", done, err)
-	}
-	_ = unstructured.SetNestedSlice(job.Object, []any{map[string]any{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}}, "status", "conditions")
-	if _, err := hookDone(job); err == nil {
-		t.Fatal("a failed Job is not reported")
-	}
-	_ = unstructured.SetNestedSlice(job.Object, []any{map[string]any{"type": "Complete", "status": "True"}}, "status", "conditions")
-	if done, err := hookDone(job); !done || err != nil {
-		t.Fatalf("a complete Job: %v %v", done, err)
-	}
-	pod := hook("Pod", "p", "test", "", "")
-	_ = unstructured.SetNestedField(pod.Object, "Succeeded", "status", "phase")
-	if done, err := hookDone(pod); !done || err != nil {
-		t.Fatalf("a succeeded Pod: %v %v", done, err)
-	}
-	_ = unstructured.SetNestedField(pod.Object, "Failed", "status", "phase")
-	if _, err := hookDone(pod); err == nil {
-		t.Fatal("a failed Pod is not reported")
-	}
+func TestWaitRulesJudgeAPodByItsEnd(t *testing.T) {
+	g := NewWithT(t)
+	widget := convergev1.CustomHealthCheck{APIVersion: "example.com/v1", Kind: "Widget", Current: "true"}
+	runningPod := convergev1.CustomHealthCheck{APIVersion: "v1", Kind: "Pod", Current: "self.status.phase == 'Running'"}
+	g.Expect(WaitRules([]convergev1.CustomHealthCheck{runningPod, widget})).To(Equal([]convergev1.CustomHealthCheck{podDone, jobDone, widget}),
+		"a SyncTarget's own rule for Pods gives way to the hook's; its other rules stay")
 }

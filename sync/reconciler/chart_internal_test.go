@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sync/hooks"
 )
 
 // stepNames are the names of the steps a deploy of d for w runs for st.
@@ -29,13 +30,18 @@ func TestDeploySteps(t *testing.T) {
 	yaml := &convergev1.SyncTarget{}
 	g.Expect(stepNames(yaml, &deployment{}, healthWait{})).To(Equal(core))
 
-	hook := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "batch/v1", "kind": "Job",
-		"metadata": map[string]any{"name": "migrate", "annotations": map[string]any{"helm.sh/hook": "pre-install,pre-upgrade"}}}}
-	g.Expect(stepNames(yaml, &deployment{hooks: []*unstructured.Unstructured{hook}}, healthWait{})).
+	hook, _ := hooks.Parse(&unstructured.Unstructured{Object: map[string]any{"apiVersion": "batch/v1", "kind": "Job",
+		"metadata": map[string]any{"name": "migrate", "annotations": map[string]any{"helm.sh/hook": "pre-install,pre-upgrade"}}}})
+	g.Expect(stepNames(yaml, &deployment{hooks: []hooks.Hook{hook}}, healthWait{})).
 		To(Equal([]string{stepPruneGuard, stepOwnership, stepPending, stepPreHooks, stepApply, stepHealth}),
 			"a pre-install hook on the first deploy, no post hooks")
-	g.Expect(stepNames(yaml, &deployment{hooks: []*unstructured.Unstructured{hook}}, healthWait{failed: "main@sha1:2"})).
+	g.Expect(stepNames(yaml, &deployment{hooks: []hooks.Hook{hook}}, healthWait{failed: "main@sha1:2"})).
 		To(Equal(core), "a rollback runs pre-rollback hooks, which this hook is not")
+	argo, _ := hooks.Parse(&unstructured.Unstructured{Object: map[string]any{"apiVersion": "batch/v1", "kind": "Job",
+		"metadata": map[string]any{"name": "seed", "annotations": map[string]any{"argocd.argoproj.io/hook": "Sync"}}}})
+	g.Expect(stepNames(yaml, &deployment{hooks: []hooks.Hook{argo}}, healthWait{failed: "main@sha1:2"})).
+		To(Equal([]string{stepPruneGuard, stepOwnership, stepPending, stepApply, stepSyncHooks, stepHealth}),
+			"Argo CD's Sync hooks run right after the apply, also in a rollback")
 
 	chart := &convergev1.SyncTarget{Spec: convergev1.SyncTargetSpec{Helm: &convergev1.HelmSpec{CRDs: convergev1.CRDsCreate,
 		RemoveReleaseSecrets: true}}}

@@ -29,7 +29,7 @@ type deployment struct {
 	// incremental: only the objects that changed since the last sync were applied.
 	incremental bool
 	// hooks are the hook objects of the revision, run apart around the apply (see hooks.go).
-	hooks []*unstructured.Unstructured
+	hooks []hookspkg.Hook
 	// chart: the revision rendered as a Helm chart.
 	chart bool
 }
@@ -158,10 +158,23 @@ func (ru *run) deploy(ctx context.Context, w healthWait, previous *convergev1.Re
 	ds := &deploying{d: d, w: w, previous: previous, c: c}
 	for _, s := range ru.steps(d, w) {
 		if f := s.run(ctx, ds); f != nil {
-			return d, f
+			return d, ru.syncFailed(ctx, ds, f)
 		}
 	}
 	return d, nil
+}
+
+// syncFailed runs the sync-fail hooks of a revision that failed for its own reason (f),
+// with the SyncTarget's whole timeout: they run before any rollback. Their own failure
+// is added to f's error.
+func (ru *run) syncFailed(ctx context.Context, ds *deploying, f *failure) *failure {
+	if f.then != failRevision || len(hookspkg.For(ds.d.hooks, hookspkg.SyncFail)) == 0 || ctx.Err() != nil {
+		return f
+	}
+	if hf := ru.runHooks(ctx, ds.c, ds.d, hookspkg.SyncFail, ru.st.GetTimeout()); hf != nil {
+		f.err = fmt.Errorf("%w; %w", f.err, hf.err)
+	}
+	return f
 }
 
 func fail(p phase, err error) *failure {
@@ -321,9 +334,7 @@ func (ru *run) applyObjects(ctx context.Context, c client.Client, d *deployment,
 			}
 		}
 	}
-	var err error
-	d.applied, err = ru.r.Applier.Apply(ctx, c, toApply, live, timeout,
-		apply.Options{CleanUpOtherTools: ru.st.CleanUpOtherTools()})
+	err := ru.applyWaves(ctx, c, d, toApply, live, timeout)
 	if changedCRD(d.applied.ChangeSet) {
 		if on, onErr := ru.cluster(ctx); onErr == nil {
 			on.ForgetCapabilities() // the next chart rendered there sees the new API
@@ -336,6 +347,59 @@ func (ru *run) applyObjects(ctx context.Context, c client.Client, d *deployment,
 		d.applied.Unchanged += len(unchanged)
 	}
 	return err
+}
+
+// applyWaves applies objects wave by wave (Argo CD's sync waves, see hooks.Waves): each
+// wave but the last is waited healthy before the next is applied, as Argo CD does. d.applied
+// holds what every wave applied.
+func (ru *run) applyWaves(ctx context.Context, c client.Client, d *deployment, objects []*unstructured.Unstructured,
+	live apply.Live, timeout time.Duration) error {
+	waves := hookspkg.Waves(objects)
+	if len(waves) == 0 {
+		waves = append(waves, nil)
+	}
+	opts := apply.Options{CleanUpOtherTools: ru.st.CleanUpOtherTools()}
+	for i, wave := range waves {
+		res, err := ru.r.Applier.Apply(ctx, c, wave, live, timeout, opts)
+		d.applied = addApplied(d.applied, res)
+		if err != nil || i == len(waves)-1 {
+			return err
+		}
+		if err := ru.waitWave(ctx, wave, res.Observed, timeout); err != nil {
+			return fmt.Errorf("sync wave %d did not become ready: %w", hookspkg.Wave(wave[0]), err)
+		}
+	}
+	return nil
+}
+
+// waitWave waits until the objects of a sync wave are healthy (their own health: the
+// SyncTarget's extra health checks are waited for with the whole set).
+func (ru *run) waitWave(ctx context.Context, objects, observed []*unstructured.Unstructured, timeout time.Duration) error {
+	if !ru.st.WaitEnabled() || ru.r.Health == nil {
+		return nil
+	}
+	on, err := ru.cluster(ctx)
+	if err != nil {
+		return err
+	}
+	st := ru.st.DeepCopy()
+	st.Spec.HealthChecks = nil
+	return ru.r.Health.Wait(ctx, on, st, objects, observed, ru.r.Clock.Now(), timeout, nil)
+}
+
+// addApplied adds what one apply did to what the applies before it did.
+func addApplied(sum, r apply.Result) apply.Result {
+	if sum.ChangeSet == nil {
+		return r
+	}
+	if r.ChangeSet != nil {
+		sum.ChangeSet.Append(r.ChangeSet.Entries)
+	}
+	sum.Created += r.Created
+	sum.Configured += r.Configured
+	sum.Unchanged += r.Unchanged
+	sum.Observed = append(sum.Observed, r.Observed...)
+	return sum
 }
 
 // changedCRD says whether cs created or changed a CustomResourceDefinition.

@@ -51,6 +51,7 @@ const (
 	stepPending        = "pending inventory"
 	stepPreHooks       = "pre hooks"
 	stepApply          = "apply"
+	stepSyncHooks      = "sync hooks"
 	stepHealth         = "health"
 	stepPostHooks      = "post hooks"
 	stepReleaseSecrets = "release secrets"
@@ -81,6 +82,11 @@ func (ru *run) steps(d *deployment, w healthWait) []step {
 		})
 	}
 	add(stepApply, ru.applyStep)
+	if len(hooks.For(d.hooks, hooks.Sync)) > 0 {
+		add(stepSyncHooks, func(ctx context.Context, ds *deploying) *failure {
+			return ru.runHooks(ctx, ds.c, ds.d, hooks.Sync, ds.left(ru))
+		})
+	}
 	add(stepHealth, func(ctx context.Context, ds *deploying) *failure {
 		t := ru.r.Clock.Now()
 		if f := ru.waitHealthy(ctx, ds.d, ds.w, ds.since, ds.timeout); f != nil {

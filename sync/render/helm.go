@@ -21,8 +21,21 @@ import (
 // ErrHelm classes the errors of a chart's render: loading, values, templates.
 var ErrHelm = errors.New("helm chart render failed")
 
-// HookAnnotation marks a chart's hook objects (helm.sh/hook); a deploy applies them apart.
-const HookAnnotation = "helm.sh/hook"
+// HookAnnotation marks Helm's hook objects (helm.sh/hook), ArgoHookAnnotation Argo CD's
+// (argocd.argoproj.io/hook), in a chart, plain YAML or a kustomization alike: a deploy
+// runs them apart (see sync/hooks).
+const (
+	HookAnnotation     = "helm.sh/hook"
+	ArgoHookAnnotation = "argocd.argoproj.io/hook"
+)
+
+// IsHook says whether o is a hook object.
+func IsHook(o *unstructured.Unstructured) bool {
+	a := o.GetAnnotations()
+	_, helmHook := a[HookAnnotation]
+	_, argoHook := a[ArgoHookAnnotation]
+	return helmHook || argoHook
+}
 
 // HelmOptions render a Helm chart: the directory at Options.Path holding Chart.yaml (and no
 // kustomization), read with Helm's SDK, confined to it (see sync/helm).
@@ -158,7 +171,6 @@ func chartItems(rel *helm.Release, display string, o *HelmOptions) []item {
 		if obj.GetNamespace() == "" {
 			obj.SetNamespace(o.Namespace)
 		}
-		nameGenerated(obj)
 		items = append(items, item{obj: obj, file: display, what: fmt.Sprintf("object %d of the chart", i+1)})
 	}
 	return items
@@ -179,11 +191,11 @@ func isTestHook(h helm.Hook) bool {
 // delete policy, whatever name it got.
 const HookLabel = "converge.dev/hook"
 
-// nameGenerated names a hook object that the chart names by metadata.generateName, as
-// server-side apply needs a name: the prefix and a hash of its content, stable for equal
-// content. Every hook object gets HookLabel.
+// nameGenerated names a hook object named by metadata.generateName, as server-side apply
+// needs a name: the prefix and a hash of its content, stable for equal content. Every hook
+// object gets HookLabel.
 func nameGenerated(obj *unstructured.Unstructured) {
-	if _, hook := obj.GetAnnotations()[HookAnnotation]; !hook {
+	if !IsHook(obj) {
 		return
 	}
 	base := obj.GetName()

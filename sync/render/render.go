@@ -351,6 +351,7 @@ func findKustomization(cfs *confinedFS, rel string) (string, error) {
 // rejects duplicates and sorts.
 func finish(items []item, opts Options, limits Limits) error {
 	for _, it := range items {
+		nameGenerated(it.obj)
 		if err := validateObject(it.obj.Object, limits); err != nil {
 			return it.err(err)
 		}
