@@ -244,11 +244,12 @@ func (r Runner) Run(ctx context.Context, hooks []Hook, event string) error {
 }
 
 // runOne applies one hook (after deleting what earlier runs left of it when its policy
-// says before-hook-creation) and waits for it; a failed one is deleted when its policy
-// says hook-failed.
+// says before-hook-creation, or when it is a Job or a Pod: a run is a new one, whose
+// template could not be changed in place) and waits for it; a failed one is deleted when
+// its policy says hook-failed.
 func (r Runner) runOne(ctx context.Context, h Hook) error {
 	o := h.Object.DeepCopy()
-	if h.Policies[BeforeHookCreation] {
+	if h.Policies[BeforeHookCreation] || waited(o) {
 		if err := r.deleteObjects(ctx, h); err != nil {
 			return err
 		}
@@ -258,7 +259,11 @@ func (r Runner) runOne(ctx context.Context, h Hook) error {
 	}
 	res, err := r.Apply(ctx, []*unstructured.Unstructured{o})
 	if err == nil && waited(o) {
-		err = r.Wait(ctx, []*unstructured.Unstructured{o}, res.Observed)
+		if err = r.Wait(ctx, []*unstructured.Unstructured{o}, res.Observed); err != nil {
+			if why := r.whyFailed(ctx, o); why != "" {
+				err = errors.New(why)
+			}
+		}
 	}
 	if err != nil && h.Policies[HookFailed] {
 		_ = r.deleteObjects(ctx, h)
@@ -271,6 +276,30 @@ func (r Runner) runOne(ctx context.Context, h Hook) error {
 func waited(o *unstructured.Unstructured) bool {
 	gk := o.GroupVersionKind().GroupKind()
 	return (gk.Group == "batch" && gk.Kind == "Job") || (gk.Group == "" && gk.Kind == "Pod")
+}
+
+// whyFailed reads why a hook Job or Pod failed, as its status says: "" when it did not
+// (the wait ended otherwise, e.g. at its deadline).
+func (r Runner) whyFailed(ctx context.Context, o *unstructured.Unstructured) string {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(o.GroupVersionKind())
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
+		return ""
+	}
+	if live.GetKind() == "Pod" {
+		if phase, _, _ := unstructured.NestedString(live.Object, "status", "phase"); phase == "Failed" {
+			reason, _, _ := unstructured.NestedString(live.Object, "status", "reason")
+			return strings.TrimSpace("pod failed " + reason)
+		}
+		return ""
+	}
+	conds, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
+	for _, x := range conds {
+		if c, _ := x.(map[string]any); c["type"] == "Failed" && c["status"] == "True" {
+			return strings.TrimSpace(fmt.Sprintf("job failed: %v %v", c["reason"], c["message"]))
+		}
+	}
+	return ""
 }
 
 // checkOwner refuses a hook whose object exists and is not this SyncTarget's: a hook

@@ -1,12 +1,18 @@
 package hooks
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sync/apply"
 )
 
 func object(kind, name string, annotations map[string]string) *unstructured.Unstructured {
@@ -91,4 +97,36 @@ func TestWaitRulesJudgeAPodByItsEnd(t *testing.T) {
 	runningPod := convergev1.CustomHealthCheck{APIVersion: "v1", Kind: "Pod", Current: "self.status.phase == 'Running'"}
 	g.Expect(WaitRules([]convergev1.CustomHealthCheck{runningPod, widget})).To(Equal([]convergev1.CustomHealthCheck{podDone, jobDone, widget}),
 		"a SyncTarget's own rule for Pods gives way to the hook's; its other rules stay")
+}
+
+// TestRunSaysWhyAHookFailed: a hook Job or Pod that failed is reported with the reason its
+// status gives, not the health checker's rule.
+func TestRunSaysWhyAHookFailed(t *testing.T) {
+	g := NewWithT(t)
+	job := object("Job", "migrate", map[string]string{"helm.sh/hook": PreInstall})
+	job.Object["status"] = map[string]any{"conditions": []any{
+		map[string]any{"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "Job was active longer than specified deadline"}}}
+	pod := object("Pod", "check", map[string]string{"helm.sh/hook": PreInstall, WeightAnnotation: "1"})
+	pod.Object["status"] = map[string]any{"phase": "Failed"}
+	c := fake.NewClientBuilder().WithObjects(job, pod).Build()
+	r := Runner{Client: c,
+		Apply: func(context.Context, []*unstructured.Unstructured) (apply.Result, error) { return apply.Result{}, nil },
+		Wait: func(context.Context, []*unstructured.Unstructured, []*unstructured.Unstructured) error {
+			return errors.New("health check failed: 1 of 1 object failed")
+		},
+		Poll: time.Millisecond,
+	}
+	for _, tc := range []struct {
+		hook *unstructured.Unstructured
+		want string
+	}{
+		{job, "pre-install hook Job /migrate: job failed: DeadlineExceeded Job was active longer than specified deadline"},
+		{pod, "pre-install hook Pod /check: pod failed"},
+	} {
+		h, _ := Parse(tc.hook)
+		h.Policies = map[string]bool{} // keep the object: its status is what is read
+		err := r.Run(t.Context(), []Hook{h}, PreInstall)
+		g.Expect(err).To(MatchError(ErrFailed))
+		g.Expect(err.Error()).To(HaveSuffix(tc.want))
+	}
 }
