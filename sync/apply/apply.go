@@ -47,6 +47,8 @@ type Applier struct {
 	// the labels and annotations that tool leaves on it (Flux's, Helm's, Argo CD's) are
 	// removed too, unless Git sets them; without it they stay, still owned by that tool.
 	CleanUpOtherTools bool
+	// policy is Options.Policy of the call under way.
+	policy PolicyFunc
 }
 
 // Options are what one Apply call asks beyond the Applier's settings.
@@ -54,6 +56,8 @@ type Options struct {
 	// CleanUpOtherTools turns on Applier.CleanUpOtherTools for this call (a SyncTarget
 	// annotated converge.dev/clean-up-other-tools: enabled).
 	CleanUpOtherTools bool
+	// Policy is what the SyncTarget sets for some objects beyond their annotations.
+	Policy PolicyFunc
 }
 
 // Apply applies objects through c (an impersonating client when the SyncTarget names a
@@ -64,6 +68,7 @@ type Options struct {
 func (a Applier) Apply(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, live Live,
 	timeout time.Duration, opts Options) (Result, error) {
 	a.CleanUpOtherTools = a.CleanUpOtherTools || opts.CleanUpOtherTools
+	a.policy = opts.Policy
 	cs := ssa.NewChangeSet()
 	var observed []*unstructured.Unstructured
 	var err error
@@ -114,7 +119,8 @@ func (a Applier) applyStage(ctx context.Context, c client.Client, objects []*uns
 		concurrency = defaultConcurrency
 	}
 	live = listOwned(ctx, c, objects, live)
-	decisions, err := Plan(ctx, c, objects, live, PlanOptions{Concurrency: concurrency, CleanUpOtherTools: a.CleanUpOtherTools})
+	decisions, err := Plan(ctx, c, objects, live, PlanOptions{Concurrency: concurrency, CleanUpOtherTools: a.CleanUpOtherTools,
+		Policy: a.policy})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -70,6 +70,8 @@ type PlanOptions struct {
 	// CleanUpOtherTools: a takeover also removes the labels and annotations other tools
 	// leave on their objects (see Applier.CleanUpOtherTools).
 	CleanUpOtherTools bool
+	// Policy is what the SyncTarget sets for some objects beyond their annotations.
+	Policy PolicyFunc
 }
 
 // Pending lists the kinds defined by the CRDs and the namespaces created by the
@@ -160,7 +162,7 @@ func Plan(ctx context.Context, c client.Client, objects []*unstructured.Unstruct
 func planOne(ctx context.Context, c client.Client, o, existing *unstructured.Unstructured, opts PlanOptions) (Decision, error) {
 	utils.RemoveCABundleFromCRD(o)
 	p := &planning{ctx: ctx, c: c, d: Decision{Object: o, Live: existing}, cleanUp: opts.CleanUpOtherTools}
-	policy := Policy(o).Or(Policy(existing))
+	policy := Policy(o).Or(Policy(existing)).Or(opts.Policy.Of(o))
 	if policy.Skip {
 		p.d.Action = ssa.SkippedAction
 		return p.d, nil

@@ -1,8 +1,13 @@
 package apply
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/fluxcd/pkg/ssa/utils"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
@@ -97,4 +102,58 @@ func anyInMetadata(o *unstructured.Unstructured, selectors []map[string]string) 
 		}
 	}
 	return false
+}
+
+// PolicyFunc is the policy a SyncTarget sets for some of its objects apart from their
+// labels and annotations (a chart's CRD policy: spec.helm.crds and spec.helm.pruneCRDs).
+// It adds to the objects' own policy (see Or). A nil PolicyFunc sets none.
+type PolicyFunc func(*unstructured.Unstructured) ObjectPolicy
+
+// Of is f's policy for o.
+func (f PolicyFunc) Of(o *unstructured.Unstructured) ObjectPolicy {
+	if f == nil || o == nil {
+		return ObjectPolicy{}
+	}
+	return f(o)
+}
+
+// Prunable returns the stale entries whose objects f does not keep on prune.
+func (f PolicyFunc) Prunable(stale []convergev1.InventoryEntry) []convergev1.InventoryEntry {
+	if f == nil {
+		return stale
+	}
+	out := stale[:0:0]
+	for _, e := range stale {
+		if o, err := EntryObject(e); err == nil && f.Of(o).KeepOnPrune {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// CreateOnly splits objects for an apply by f's IfNotPresent: an object f creates only
+// and that exists already is never written, so it is left out of the set (nor is it checked
+// for ownership). Those of them the SyncTarget owner created are returned as kept: they
+// are still its own, and stay in its inventory so that no prune finds them stale.
+func (f PolicyFunc) CreateOnly(ctx context.Context, c client.Client, owner client.ObjectKey,
+	objects []*unstructured.Unstructured) (set, kept []*unstructured.Unstructured, err error) {
+	set = objects[:0:0]
+	for _, o := range objects {
+		if !f.Of(o).IfNotPresent {
+			set = append(set, o)
+			continue
+		}
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(o.GroupVersionKind())
+		switch err := c.Get(ctx, client.ObjectKeyFromObject(o), live); {
+		case apierrors.IsNotFound(err):
+			set = append(set, o)
+		case err != nil:
+			return nil, nil, fmt.Errorf("%s: reading the live object: %w", Describe(o), err)
+		case Owns(owner, live):
+			kept = append(kept, o)
+		}
+	}
+	return set, kept, nil
 }

@@ -130,3 +130,44 @@ func TestApplyFluxForceRecreatesOnlyThatObject(t *testing.T) {
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(get(t, c, b).GetUID()).To(Equal(b.GetUID()))
 }
+
+// TestApplyHonoursTheSyncTargetsPolicy: a policy the SyncTarget sets (a chart's CRD
+// policy) works as the annotations do: created when missing and never updated, left out of
+// the set when it exists and is not the SyncTarget's, kept on prune.
+func TestApplyHonoursTheSyncTargetsPolicy(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	c, ns := clusterClient(t, "target-policy")
+	owner := client.ObjectKey{Namespace: "team", Name: "app"}
+	onlyOnce := PolicyFunc(func(o *unstructured.Unstructured) ObjectPolicy {
+		return ObjectPolicy{IfNotPresent: o.GetName() != "free", KeepOnPrune: o.GetName() == "once"}
+	})
+	data := func(o *unstructured.Unstructured) any { return get(t, c, o).Object["data"] }
+	blue, green := map[string]string{"mode": "blue"}, map[string]string{"mode": "green"}
+	owned := func(o *unstructured.Unstructured) *unstructured.Unstructured {
+		o.SetLabels(map[string]string{convergev1.NameLabel: owner.Name, convergev1.NamespaceLabel: owner.Namespace})
+		return o
+	}
+
+	once := owned(configMap(t, ns, "once", blue, nil))
+	_, err := Applier{}.Apply(ctx, c, copies([]*unstructured.Unstructured{once}), nil, time.Minute, Options{Policy: onlyOnce})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = Applier{}.Apply(ctx, c, []*unstructured.Unstructured{owned(configMap(t, ns, "once", green, nil))}, nil, time.Minute,
+		Options{Policy: onlyOnce})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(data(once)).To(Equal(map[string]any{"mode": "blue"}), "created, then not updated")
+
+	theirs := configMap(t, ns, "theirs", blue, nil)
+	theirs.SetLabels(map[string]string{convergev1.NameLabel: "other", convergev1.NamespaceLabel: "team"})
+	g.Expect(c.Create(ctx, theirs.DeepCopy())).To(Succeed())
+	set, kept, err := onlyOnce.CreateOnly(ctx, c, owner, []*unstructured.Unstructured{
+		owned(configMap(t, ns, "once", green, nil)), owned(configMap(t, ns, "theirs", green, nil)),
+		owned(configMap(t, ns, "new", green, nil)), owned(configMap(t, ns, "free", green, nil))})
+	g.Expect(err).NotTo(HaveOccurred())
+	name := func(o *unstructured.Unstructured) string { return o.GetName() }
+	g.Expect(set).To(HaveExactElements(WithTransform(name, Equal("new")), WithTransform(name, Equal("free"))))
+	g.Expect(kept).To(HaveExactElements(WithTransform(name, Equal("once"))), "the SyncTarget's own stays in its inventory")
+
+	stale := []convergev1.InventoryEntry{{ID: ObjectID(once), Version: "v1"}, {ID: ObjectID(configMap(t, ns, "free", nil, nil)), Version: "v1"}}
+	g.Expect(onlyOnce.Prunable(stale)).To(HaveExactElements(HaveField("ID", ContainSubstring("_free_"))))
+}

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,48 +14,37 @@ import (
 	"github.com/converge-gitops/converge/sync/apply"
 )
 
-// createOnlyCRDs is a chart's step under the Create CRD policy: it leaves out of the
-// revision's objects the CRDs that exist already, which are never changed. One the
-// SyncTarget created (it carries its owner labels) stays in its inventory: it is still the
-// chart's, and must not look stale to a prune (spec.helm.pruneCRDs would delete it, and
-// every object of its kind, at the next revision). One that someone else installed is
-// never the SyncTarget's.
-func (ru *run) createOnlyCRDs(ctx context.Context, ds *deploying) *failure {
-	d := ds.d
-	out := d.objects[:0:0]
-	var kept []*unstructured.Unstructured
-	for _, o := range d.objects {
-		if crdkinds.Is(o) {
-			live := &unstructured.Unstructured{}
-			live.SetGroupVersionKind(o.GroupVersionKind())
-			err := ds.c.Get(ctx, client.ObjectKeyFromObject(o), live)
-			if err == nil {
-				if apply.Owns(ru.key, live) {
-					kept = append(kept, o)
-				}
-				continue
-			}
-			if !apierrors.IsNotFound(err) {
-				return fail(phaseApply, err)
-			}
-		}
-		out = append(out, o)
+// objectPolicy is what the SyncTarget sets for its objects beyond their annotations, as
+// apply policies: a chart's CRDs are created only under the Create CRD policy, and kept
+// on prune unless spec.helm.pruneCRDs (deleting a CRD deletes every object of its kind).
+// Objects of plain YAML and kustomizations have none.
+func (ru *run) objectPolicy(chart bool) apply.PolicyFunc {
+	if !chart {
+		return nil
 	}
-	d.objects, d.inventory = out, apply.NewInventory(append(append([]*unstructured.Unstructured(nil), out...), kept...))
-	return nil
+	createOnly := ru.st.CRDPolicy() == convergev1.CRDsCreate
+	keep := ru.st.Spec.Helm == nil || !ru.st.Spec.Helm.PruneCRDs
+	return func(o *unstructured.Unstructured) apply.ObjectPolicy {
+		if !crdkinds.Is(o) {
+			return apply.ObjectPolicy{}
+		}
+		return apply.ObjectPolicy{IfNotPresent: createOnly, KeepOnPrune: keep}
+	}
 }
 
-// keepCRDs leaves the CRDs out of what a chart's prune deletes (a chart's step unless
-// spec.helm.pruneCRDs): deleting a CRD deletes every object of its kind.
-func keepCRDs(stale []convergev1.InventoryEntry) []convergev1.InventoryEntry {
-	out := stale[:0:0]
-	for _, e := range stale {
-		if o, err := apply.EntryObject(e); err == nil && crdkinds.Is(o) {
-			continue
-		}
-		out = append(out, e)
+// createOnlyStep leaves out of the revision's set the objects the SyncTarget's policy
+// creates only and that exist already (see apply.PolicyFunc.CreateOnly). One the
+// SyncTarget created stays in its inventory: it is still its own, and must not look stale
+// to a prune (spec.helm.pruneCRDs would delete a CRD, and every object of its kind, at
+// the next revision). One that someone else installed is never the SyncTarget's.
+func (ru *run) createOnlyStep(ctx context.Context, ds *deploying) *failure {
+	d := ds.d
+	set, kept, err := ru.objectPolicy(d.chart).CreateOnly(ctx, ds.c, ru.key, d.objects)
+	if err != nil {
+		return fail(phaseApply, err)
 	}
-	return out
+	d.objects, d.inventory = set, apply.NewInventory(append(append([]*unstructured.Unstructured(nil), set...), kept...))
+	return nil
 }
 
 // removeReleaseSecrets deletes, when spec.helm.removeReleaseSecrets asks, the Secrets in

@@ -1,13 +1,13 @@
 package reconciler
 
 import (
-	"context"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sync/apply"
 	"github.com/converge-gitops/converge/sync/hooks"
 )
 
@@ -45,13 +45,39 @@ func TestDeploySteps(t *testing.T) {
 
 	chart := &convergev1.SyncTarget{Spec: convergev1.SyncTargetSpec{Helm: &convergev1.HelmSpec{CRDs: convergev1.CRDsCreate,
 		RemoveReleaseSecrets: true}}}
-	g.Expect(stepNames(chart, &deployment{chart: true}, healthWait{})).To(Equal([]string{stepCRDs, stepPruneGuard, stepKeepCRDs,
+	g.Expect(stepNames(chart, &deployment{chart: true}, healthWait{})).To(Equal([]string{stepCreateOnly, stepPruneGuard,
 		stepOwnership, stepPending, stepApply, stepHealth, stepReleaseSecrets}))
-	g.Expect(stepNames(&convergev1.SyncTarget{}, &deployment{chart: true}, healthWait{})).
-		To(Equal([]string{stepPruneGuard, stepKeepCRDs, stepOwnership, stepPending, stepApply, stepHealth}),
-			"a chart directory in Git without spec.helm is a chart: its CRDs are kept")
 	chart.Spec.Helm = &convergev1.HelmSpec{PruneCRDs: true}
-	g.Expect(stepNames(chart, &deployment{chart: true}, healthWait{})).To(Equal(core), "pruneCRDs: a chart's CRDs are pruned as any object")
+	g.Expect(stepNames(chart, &deployment{chart: true}, healthWait{})).To(Equal(core), "the other CRD policies are apply policies")
+}
+
+// TestChartCRDPoliciesAreApplyPolicies: a chart's CRDs are created only under the Create
+// policy and kept on prune unless pruneCRDs; no other object, and nothing of plain YAML,
+// gets a policy from the SyncTarget.
+func TestChartCRDPoliciesAreApplyPolicies(t *testing.T) {
+	g := NewWithT(t)
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	cm := &unstructured.Unstructured{}
+	cm.SetAPIVersion("v1")
+	cm.SetKind("ConfigMap")
+	for _, tc := range []struct {
+		helm  *convergev1.HelmSpec
+		chart bool
+		want  apply.ObjectPolicy
+	}{
+		{nil, true, apply.ObjectPolicy{KeepOnPrune: true}},
+		{&convergev1.HelmSpec{CRDs: convergev1.CRDsCreate}, true, apply.ObjectPolicy{IfNotPresent: true, KeepOnPrune: true}},
+		{&convergev1.HelmSpec{CRDs: convergev1.CRDsCreate, PruneCRDs: true}, true, apply.ObjectPolicy{IfNotPresent: true}},
+		{&convergev1.HelmSpec{PruneCRDs: true}, true, apply.ObjectPolicy{}},
+		{nil, false, apply.ObjectPolicy{}},
+	} {
+		ru := &run{r: &Reconciler{}, st: &convergev1.SyncTarget{Spec: convergev1.SyncTargetSpec{Helm: tc.helm}}}
+		p := ru.objectPolicy(tc.chart)
+		g.Expect(p.Of(crd)).To(Equal(tc.want), "%+v", tc.helm)
+		g.Expect(p.Of(cm)).To(Equal(apply.ObjectPolicy{}))
+	}
 }
 
 // TestChartCRDsAreNotPrunedUnlessAsked: a CRD that left a chart stays (deleting it would
@@ -63,14 +89,8 @@ func TestChartCRDsAreNotPrunedUnlessAsked(t *testing.T) {
 	}
 	chart := &convergev1.SyncTarget{Spec: convergev1.SyncTargetSpec{Helm: &convergev1.HelmSpec{}}}
 	ru := &run{r: &Reconciler{}, st: chart}
-	ds := &deploying{stale: stale}
-	for _, s := range ru.steps(&deployment{chart: true}, healthWait{}) {
-		if s.name == stepKeepCRDs {
-			if f := s.run(context.Background(), ds); f != nil {
-				t.Fatal(f.err)
-			}
-		}
-	}
+	ds := &deploying{d: &deployment{chart: true}, stale: stale}
+	ds.stale = ru.objectPolicy(ds.d.chart).Prunable(ds.stale)
 	if len(ds.stale) != 1 || ds.stale[0].ID != "shop_web__ConfigMap" {
 		t.Fatalf("a chart prunes %v, want the ConfigMap only", ds.stale)
 	}

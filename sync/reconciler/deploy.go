@@ -358,7 +358,7 @@ func (ru *run) applyWaves(ctx context.Context, c client.Client, d *deployment, o
 	if len(waves) == 0 {
 		waves = append(waves, nil)
 	}
-	opts := apply.Options{CleanUpOtherTools: ru.st.CleanUpOtherTools()}
+	opts := apply.Options{CleanUpOtherTools: ru.st.CleanUpOtherTools(), Policy: ru.objectPolicy(d.chart)}
 	for i, wave := range waves {
 		res, err := ru.r.Applier.Apply(ctx, c, wave, live, timeout, opts)
 		d.applied = addApplied(d.applied, res)

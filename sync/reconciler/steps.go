@@ -12,10 +12,13 @@ import (
 )
 
 // A deploy is a list of named steps, chosen once from what the revision rendered to (see
-// steps; whether it is a chart is the render's answer): every revision's objects go through the prune guard, the ownership check, the
-// pending inventory, the apply (and prune) and the health wait; hooks add a step before
-// the apply and one after the wait; a chart adds its CRD policy and the removal of Helm's
-// release Secrets. The first step that fails ends the deploy with its failure.
+// steps; whether it is a chart is the render's answer): every revision's objects go
+// through the prune guard, the ownership check, the pending inventory, the apply (and
+// prune, wave by wave when the objects have sync waves) and the health wait; hooks add a
+// step before the apply, one right after it (Argo CD's Sync hooks) and one after the wait.
+// A chart's CRD policy is an apply policy (see objectPolicy) whose create-only part adds
+// a step; a chart may add the removal of Helm's release Secrets. The first step that fails
+// ends the deploy with its failure (and runs the revision's SyncFail hooks).
 
 // step is one step of a deploy.
 type step struct {
@@ -44,9 +47,8 @@ type deploying struct {
 
 // Step names, as the status, logs and tests speak of them.
 const (
-	stepCRDs           = "crds"
+	stepCreateOnly     = "create only"
 	stepPruneGuard     = "prune guard"
-	stepKeepCRDs       = "keep crds"
 	stepOwnership      = "ownership"
 	stepPending        = "pending inventory"
 	stepPreHooks       = "pre hooks"
@@ -65,15 +67,9 @@ func (ru *run) steps(d *deployment, w healthWait) []step {
 		out = append(out, step{name: name, run: run})
 	}
 	if chart && st.CRDPolicy() == convergev1.CRDsCreate {
-		add(stepCRDs, ru.createOnlyCRDs)
+		add(stepCreateOnly, ru.createOnlyStep)
 	}
 	add(stepPruneGuard, ru.guardStep)
-	if chart && (st.Spec.Helm == nil || !st.Spec.Helm.PruneCRDs) {
-		add(stepKeepCRDs, func(_ context.Context, ds *deploying) *failure {
-			ds.stale = keepCRDs(ds.stale)
-			return nil
-		})
-	}
 	add(stepOwnership, ru.ownershipStep)
 	add(stepPending, ru.pendingStep)
 	if pre := hookEvent("pre", st, w); len(hooks.For(d.hooks, pre)) > 0 {
@@ -120,7 +116,7 @@ func (ds *deploying) left(ru *run) time.Duration {
 // guardPrune).
 func (ru *run) guardStep(ctx context.Context, ds *deploying) *failure {
 	stale, f := ru.guardPrune(ctx, ds.w, ds.previous, ds.d)
-	ds.stale = stale
+	ds.stale = ru.objectPolicy(ds.d.chart).Prunable(stale)
 	return f
 }
 
