@@ -107,7 +107,8 @@ func TestChartFromRepository(t *testing.T) {
 			Spec: convergev1.SyncTargetSpec{
 				Chart: &convergev1.ChartSource{Repository: repo.URL(), Name: "shop", Version: "1.x",
 					Interval: &metav1.Duration{Duration: 2 * time.Second}},
-				Helm:            &convergev1.HelmSpec{ReleaseName: "shop"},
+				Helm: &convergev1.HelmSpec{ReleaseName: "shop",
+					Values: &apiextensionsv1.JSON{Raw: []byte(`{"message":"one"}`)}},
 				TargetNamespace: s.app, Prune: true, Timeout: &metav1.Duration{Duration: 30 * time.Second},
 			},
 		}
@@ -119,6 +120,7 @@ func TestChartFromRepository(t *testing.T) {
 		cm := &corev1.ConfigMap{}
 		object(g, s.app, "shop", cm)
 		g.Expect(cm.Data).To(HaveKeyWithValue("version", "1.0.0"))
+		g.Expect(cm.Data).To(HaveKeyWithValue("message", "one"))
 		diff := s.cli(60*time.Second, "diff", "--target", "shop", "-n", s.ns)
 		g.Expect(diff.code).To(Equal(0), "nothing to change: %s", diff.String())
 
@@ -131,16 +133,29 @@ func TestChartFromRepository(t *testing.T) {
 		object(g, s.app, "shop", cm)
 		g.Expect(cm.Data).To(HaveKeyWithValue("version", "1.1.0"))
 
+		// New values: the same chart version deployed again.
+		latest := get(g, st)
+		latest.Spec.Helm.Values = &apiextensionsv1.JSON{Raw: []byte(`{"message":"two"}`)}
+		g.Expect(suite.k8s.Update(t.Context(), latest)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			object(g, s.app, "shop", cm)
+			g.Expect(cm.Data).To(HaveKeyWithValue("message", "two"))
+		}).WithTimeout(90 * time.Second).Should(Succeed())
+
 		back := s.cli(120*time.Second, "rollback", "shop", "-n", s.ns, "--to", "1.0.0")
 		g.Expect(back.code).To(Equal(0), back.String())
 		g.Expect(back.stdout).To(ContainSubstring("pinned SyncTarget " + s.ns + "/shop to chart 1.0.0@sha256:"))
-		g.Expect(back.stdout).To(ContainSubstring("(converge resume restores version 1.x)"))
+		g.Expect(back.stdout).To(ContainSubstring("with the chart values it was deployed with"))
+		g.Expect(back.stdout).To(ContainSubstring("(converge resume restores version 1.x and the chart values from before)"))
 		s.eventually(st, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
 			g.Expect(st.Spec.Chart.Version).To(Equal("1.0.0"))
 			g.Expect(st.Status.LastHealthyRevision).To(HavePrefix("1.0.0@sha256:"), ready(st).Message)
 		})
-		object(g, s.app, "shop", cm)
-		g.Expect(cm.Data).To(HaveKeyWithValue("version", "1.0.0"), "the pinned version is deployed")
+		g.Eventually(func(g Gomega) {
+			object(g, s.app, "shop", cm)
+			g.Expect(cm.Data).To(HaveKeyWithValue("version", "1.0.0"), "the pinned version is deployed")
+			g.Expect(cm.Data).To(HaveKeyWithValue("message", "one"), "with the values it was deployed with")
+		}).WithTimeout(90 * time.Second).Should(Succeed())
 
 		resumed := s.cli(120*time.Second, "resume", "shop", "-n", s.ns)
 		g.Expect(resumed.code).To(Equal(0), resumed.String())
@@ -148,6 +163,10 @@ func TestChartFromRepository(t *testing.T) {
 			g.Expect(st.Spec.Chart.Version).To(Equal("1.x"))
 			g.Expect(st.Status.LastHealthyRevision).To(HavePrefix("1.1.0@sha256:"), ready(st).Message)
 		})
+		g.Eventually(func(g Gomega) {
+			object(g, s.app, "shop", cm)
+			g.Expect(cm.Data).To(HaveKeyWithValue("message", "two"), "resume restores the values")
+		}).WithTimeout(90 * time.Second).Should(Succeed())
 	})
 }
 

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -554,6 +555,14 @@ type HistoryEntry struct {
 	// Message says what happened, and why it failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+
+	// Values are the inline chart values (spec.helm.values, {} when none) the attempt
+	// rendered with, kept when they are at most 4 KiB of JSON so that a rollback to the
+	// attempt's revision restores them with it. What spec.helm.valuesFrom points at (it may
+	// be a Secret) is never kept.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	Values *apiextensionsv1.JSON `json:"values,omitempty"`
 }
 
 // SyncTargetStatus is what converge observed and did.

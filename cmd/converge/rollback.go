@@ -44,7 +44,12 @@ spec.chart.version becomes that exact version (for an oci:// repository, spec.ch
 manifest digest), and the version or range it asked for is recorded in the annotation
 ` + actions.PinnedChartAnnotation + ` for converge resume. REVISION is then the revision as
 converge history prints it (6.5.1@sha256:e8d3f31), in full, or the version alone when one
-revision of the history has it. Its values are those of its spec and Git, as now.`,
+revision of the history has it.
+
+A chart (of a chart repository, or kept in Git) gets the inline values (spec.helm.values) it
+was deployed with at that revision, as its history kept them (up to 4 KiB); the values it had
+are recorded in the annotation ` + actions.PinnedValuesAnnotation + ` for converge resume.
+What spec.helm.valuesFrom points at is not kept: it stays as it is.`,
 		Example: `  converge rollback shop --to main@sha1:0a1b2c3d4e5f60718293a4b5c6d7e8f901234567
   converge rollback shop --to 0a1b2c3
   converge rollback podinfo --to 6.5.1@sha256:e8d3f31

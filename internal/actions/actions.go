@@ -77,18 +77,28 @@ func Rollback(ctx context.Context, c client.Client, key client.ObjectKey, to, re
 // pinTo pins st to what to names: a chart revision for a chart SyncTarget, a commit
 // otherwise; it returns what it pinned.
 func pinTo(st *convergev1.SyncTarget, to string) (string, error) {
+	var pinned string
 	if st.IsChart() {
 		r, err := ResolveChartRevision(st, to)
 		if err != nil {
 			return "", err
 		}
-		return r.String(), PinChart(st, r)
+		if err := PinChart(st, r); err != nil {
+			return "", err
+		}
+		pinned = r.String()
+	} else {
+		commit, err := ResolveCommit(st, to)
+		if err != nil {
+			return "", err
+		}
+		if err := Pin(st, commit); err != nil {
+			return "", err
+		}
+		pinned = commit
 	}
-	commit, err := ResolveCommit(st, to)
-	if err != nil {
-		return "", err
-	}
-	return commit, Pin(st, commit)
+	values, err := pinValues(st, pinned)
+	return pinned + values, err
 }
 
 // Resume unpins and un-suspends the SyncTarget key and asks for a reconcile with

@@ -134,10 +134,14 @@ func DescribeChart(ch *convergev1.ChartSource) string {
 // Pinned says what a Rollback of st pinned it to ("commit" or "chart") and what a resume
 // restores, in words.
 func Pinned(st *convergev1.SyncTarget) (what, restores string) {
+	what, restores = "commit", DescribeRef(RecordedRef(st))
 	if st.IsChart() {
-		return "chart", DescribeChart(RecordedChart(st))
+		what, restores = "chart", DescribeChart(RecordedChart(st))
 	}
-	return "commit", DescribeRef(RecordedRef(st))
+	if _, ok := st.Annotations[PinnedValuesAnnotation]; ok {
+		restores += " and the chart values from before"
+	}
+	return what, restores
 }
 
 // RecordedChart is what st's annotation records that spec.chart asked for, or what it

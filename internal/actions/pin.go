@@ -128,6 +128,13 @@ func Unpin(st *convergev1.SyncTarget) ([]string, error) {
 	if chart != "" {
 		did = append(did, chart)
 	}
+	values, err := unpinValues(st)
+	if err != nil {
+		return nil, err
+	}
+	if values != "" {
+		did = append(did, values)
+	}
 	if raw, ok := st.Annotations[PinnedFromAnnotation]; ok {
 		ref, err := ParsePinnedFrom(raw)
 		if err != nil {

@@ -302,7 +302,8 @@ func TestChartRollbackPinsTheChartRevision(t *testing.T) {
 	to := "6.5.0@sha256:2" + chartDigest[1:]
 	code, res := post(t, s, "/targets/shop/web/rollback", url.Values{"to": {to}}, fromPage)
 	g.Expect(code).To(Equal(http.StatusOK), res.Message)
-	g.Expect(res.Message).To(Equal("pinned SyncTarget shop/web to chart " + to + " (resume restores version >=6.5 <7)"))
+	g.Expect(res.Message).To(Equal("pinned SyncTarget shop/web to chart " + to +
+		", keeping today's chart values: the history kept none for it (resume restores version >=6.5 <7)"))
 	st := &convergev1.SyncTarget{}
 	key := client.ObjectKey{Namespace: "shop", Name: "web"}
 	g.Expect(c.Get(context.Background(), key, st)).To(Succeed())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -244,7 +245,9 @@ func summarize(st *convergev1.SyncTarget, o outcome, now time.Time, interval tim
 	setConditions(st, o)
 	if o.attempt != nil {
 		fx.result = historyResult(o.kind)
-		addHistory(st, historyEntry(o, fx.result, now))
+		e := historyEntry(o, fx.result, now)
+		e.Values = recordedValues(st)
+		addHistory(st, e)
 	}
 	return fx
 }
@@ -359,6 +362,25 @@ func historyEntry(o outcome, result convergev1.SyncResult, now time.Time) conver
 		Deleted:    int32(a.deleted),
 		Message:    o.message,
 	}
+}
+
+// maxRecordedValues bounds the inline chart values a history entry keeps (JSON bytes):
+// the history lives in the object's status.
+const maxRecordedValues = 4 << 10
+
+// recordedValues are the inline values of st's chart ({} when it has none) for its
+// history, nil when st deploys no chart or they are too large to keep.
+func recordedValues(st *convergev1.SyncTarget) *apiextensionsv1.JSON {
+	if st.Spec.Helm == nil && !st.IsChart() {
+		return nil
+	}
+	if st.Spec.Helm == nil || st.Spec.Helm.Values == nil || len(st.Spec.Helm.Values.Raw) == 0 {
+		return &apiextensionsv1.JSON{Raw: []byte("{}")}
+	}
+	if len(st.Spec.Helm.Values.Raw) > maxRecordedValues {
+		return nil
+	}
+	return st.Spec.Helm.Values.DeepCopy()
 }
 
 // maxMessage bounds condition and history messages, which live in the object's status.

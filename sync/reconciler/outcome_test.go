@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -321,4 +323,18 @@ func TestLatenciesToHealthyOncePerRevision(t *testing.T) {
 	commitAfter, _ := samples(g, commitToHealthy)
 	g.Expect(seenAfter).To(Equal(seen), "a full sync or a rollback is no new deploy")
 	g.Expect(commitAfter).To(Equal(commit))
+}
+
+// TestHistoryKeepsSmallChartValues: a chart's history entry keeps its inline values (or {}
+// when it has none) up to 4 KiB; larger ones, and plain YAML, keep none.
+func TestHistoryKeepsSmallChartValues(t *testing.T) {
+	g := NewWithT(t)
+	st := &convergev1.SyncTarget{}
+	g.Expect(recordedValues(st)).To(BeNil(), "plain YAML")
+	st.Spec.Helm = &convergev1.HelmSpec{}
+	g.Expect(recordedValues(st)).To(Equal(&apiextensionsv1.JSON{Raw: []byte("{}")}))
+	st.Spec.Helm.Values = &apiextensionsv1.JSON{Raw: []byte(`{"message":"one"}`)}
+	g.Expect(recordedValues(st)).To(Equal(st.Spec.Helm.Values))
+	st.Spec.Helm.Values = &apiextensionsv1.JSON{Raw: []byte(`{"blob":"` + strings.Repeat("x", maxRecordedValues) + `"}`)}
+	g.Expect(recordedValues(st)).To(BeNil(), "too large for the status")
 }
