@@ -262,8 +262,9 @@ func (ru *run) resolve(ctx context.Context) (string, *outcome) {
 }
 
 // freshSince says whether the source must be polled now, and the time the poll must have
-// started after: when a new reconcile request was first seen, and when an announced push
-// was accepted (pushPoll). An announced push asks for nothing else.
+// started after: when a new reconcile request was first seen, when an announced push was
+// accepted (pushPoll), and when a SyncTarget that has attempted nothing yet was first
+// seen. An announced push asks for nothing else.
 func (ru *run) freshSince() (time.Time, bool) {
 	now := ru.r.Clock.Now()
 	var since time.Time
@@ -272,6 +273,16 @@ func (ru *run) freshSince() (time.Time, bool) {
 			ru.state.request = requestSeen{value: ru.req.value, at: now}
 		}
 		since = ru.state.request.at
+	}
+	// A new SyncTarget deploys what its source holds when it is created, not what a poll
+	// of a shared source saw before (a commit adding its path may be newer).
+	if ru.st.Status.LastAttemptedRevision == "" && len(ru.st.Status.History) == 0 {
+		if ru.state.firstLook.IsZero() {
+			ru.state.firstLook = now
+		}
+		if ru.state.firstLook.After(since) {
+			since = ru.state.firstLook
+		}
 	}
 	pushed := ru.st.Annotations[convergev1.PushedAtAnnotation]
 	if ru.state.push.value != pushed {

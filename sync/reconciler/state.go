@@ -32,6 +32,9 @@ type targetState struct {
 	// it was first seen; pushHandled is the last one served.
 	push        requestSeen
 	pushHandled string
+	// firstLook is when a SyncTarget that has attempted no revision yet was first seen:
+	// its first revision is resolved by a poll that started after it.
+	firstLook time.Time
 	// variables is the digest of the spec.postBuild variables read from ConfigMaps and
 	// Secrets that the last attempt used; "" when there are none or nothing is known.
 	variables string

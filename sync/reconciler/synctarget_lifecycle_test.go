@@ -141,3 +141,32 @@ func TestDeletingASyncTarget(t *testing.T) {
 	gone(g, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.app, Name: "pruned"}})
 	getCM(g, f.app, "orphaned")
 }
+
+// TestNewSyncTargetDeploysWhatItsSourceHoldsNow: a SyncTarget created right after a commit
+// that adds its path deploys that commit, though the shared poll of the repository (for
+// another SyncTarget, polled hourly) saw only the commit before: its history holds one
+// Succeeded entry, not a failure for a revision that was never its own.
+func TestNewSyncTargetDeploysWhatItsSourceHoldsNow(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	hourly := func(path string) func(*convergev1.SyncTarget) {
+		return func(st *convergev1.SyncTarget) {
+			st.Spec.Path = path
+			st.Spec.Source.Interval = &metav1.Duration{Duration: time.Hour}
+		}
+	}
+	first := f.commit(map[string]string{"deploy/a.yaml": configMap("a", "one")})
+	a := f.syncTarget("polled", hourly("deploy"))
+	eventually(t, a, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(first))
+	})
+	second := f.commit(map[string]string{"later/b.yaml": configMap("b", "two")})
+	b := f.syncTarget("new", hourly("later"))
+	eventually(t, b, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(second))
+	})
+	g := NewWithT(t)
+	history := get(g, b).Status.History
+	g.Expect(history).To(HaveLen(1), "%+v", history)
+	g.Expect(history[0].Result).To(Equal(convergev1.SyncSucceeded))
+}
