@@ -40,7 +40,7 @@ const (
 type bootstrapOptions struct {
 	install                     installOptions
 	url, branch, path           string
-	username, password, bearer  string
+	username                    string
 	sshKeyFile, knownHostsFile  string
 	caFile                      string
 	interval                    time.Duration
@@ -50,6 +50,7 @@ type bootstrapOptions struct {
 	installPath, syncTargetPath string
 	installYAML, syncTargetYAML []byte
 	secretObjects               []*unstructured.Unstructured
+	gitSecretFlags
 }
 
 func newBootstrapCommand() *cobra.Command {
@@ -82,13 +83,18 @@ host key is refused.
 Both files start with a marker comment; a file at those paths without it is not
 overwritten and nothing is pushed or applied. Running the command again with the same
 flags makes no commit. An empty repository gets the branch; a missing branch in a
-repository that has others is an error.`,
-		Example: `  converge bootstrap git --url https://git.example.com/fleet.git --branch main \
-      --path clusters/prod --username bot --password "$TOKEN"
+repository that has others is an error.
+
+` + gitSecretInputHelp,
+		Example: `  echo "$TOKEN" | converge bootstrap git --url https://git.example.com/fleet.git --branch main \
+      --path clusters/prod --username bot --password-stdin
   converge bootstrap git --url ssh://git@git.example.com/fleet.git --path clusters/prod \
       --ssh-key-file ~/.ssh/id_ed25519 --known-hosts-file ~/.ssh/known_hosts`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.resolve(cmd.Flags(), cmd.InOrStdin(), os.Getenv); err != nil {
+				return err
+			}
 			return o.run(cmd.Context(), cmd.OutOrStdout())
 		},
 	}
@@ -98,8 +104,7 @@ repository that has others is an error.`,
 	f.StringVar(&o.branch, "branch", "main", "branch to commit to and follow")
 	f.StringVar(&o.path, "path", "", "directory of the repository the cluster follows, e.g. clusters/prod")
 	f.StringVar(&o.username, "username", "", "HTTP basic auth user")
-	f.StringVar(&o.password, "password", "", "HTTP basic auth password, or the passphrase of --ssh-key-file")
-	f.StringVar(&o.bearer, "bearer-token", "", "HTTP bearer token")
+	o.bindFlags(f, "HTTP basic auth password, or the passphrase of --ssh-key-file")
 	f.StringVar(&o.sshKeyFile, "ssh-key-file", "", "SSH private key")
 	f.StringVar(&o.knownHostsFile, "known-hosts-file", "", "known_hosts of the SSH server (required for SSH)")
 	f.StringVar(&o.caFile, "ca-file", "", "PEM of the certificate authorities the HTTPS server is checked against")
@@ -159,7 +164,7 @@ func (o *bootstrapOptions) prepare() error {
 func (o *bootstrapOptions) credentials() error {
 	data := map[string][]byte{}
 	for key, v := range map[string]string{sources.SecretUsername: o.username, sources.SecretPassword: o.password,
-		sources.SecretBearerToken: o.bearer} {
+		sources.SecretBearerToken: o.bearerToken} {
 		if v != "" {
 			data[key] = []byte(v)
 		}
@@ -182,7 +187,7 @@ func (o *bootstrapOptions) credentials() error {
 	if err != nil {
 		// The keys it names are those of the Secret: --username, --password, --bearer-token,
 		// --ca-file, --ssh-key-file (identity) and --known-hosts-file (known_hosts).
-		return fmt.Errorf("checking the credentials flags: %w", err)
+		return fmt.Errorf("checking the credentials flags: %w%s", err, o.envNote())
 	}
 	o.auth, o.secretData = a, data
 	return nil

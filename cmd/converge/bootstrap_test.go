@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh/knownhosts"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +29,13 @@ import (
 
 // runBootstrap runs `converge bootstrap git` in-process and returns its output and error.
 func runBootstrap(kubeconfig string, args ...string) (string, error) {
+	return runBootstrapIn(kubeconfig, nil, args...)
+}
+
+// runBootstrapIn is runBootstrap with stdin as the command's standard input (nil: the process's).
+func runBootstrapIn(kubeconfig string, stdin io.Reader, args ...string) (string, error) {
 	cmd := newRootCommand()
+	cmd.SetIn(stdin)
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -108,6 +117,20 @@ func TestBootstrap(t *testing.T) {
 		g.Expect(repo.Head(t, "main")).To(Equal(head))
 		g.Expect(out).To(ContainSubstring("up to date"))
 		g.Expect(out).NotTo(MatchRegexp(`(?m)^\S+ (created|configured|deleted)$`), "bootstrapping again changes nothing")
+	})
+
+	t.Run("https with the password from stdin", func(t *testing.T) {
+		g := NewWithT(t)
+		repo := gittest.NewRepo(t, root, "from-stdin")
+		// The server takes s3cret-pass only: the CRLF must not reach it, nor the Secret.
+		out, err := runBootstrapIn(cluster.Kubeconfig, strings.NewReader("s3cret-pass\r\n"), "--url", srv.RepoURL(repo),
+			"--path", "clusters/stdin", "--username", "bot", "--password-stdin")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(gittest.Git(t, repo.Dir, "show", "main:clusters/stdin/converge-system/synctarget.yaml")).To(
+			ContainSubstring("path: clusters/stdin"))
+		secret := &corev1.Secret{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "converge-system", Name: "converge-git-credentials"}, secret)).To(Succeed())
+		g.Expect(secret.Data).To(Equal(map[string][]byte{"username": []byte("bot"), "password": []byte("s3cret-pass")}))
 	})
 
 	t.Run("a file it did not write is not overwritten", func(t *testing.T) {
@@ -265,4 +288,82 @@ func TestBootstrapCommit(t *testing.T) {
 	g.Expect(err).To(MatchError(sources.ErrHostKeyMismatch))
 	g.Expect(err).To(MatchError(ContainSubstring("--known-hosts-file")))
 	g.Expect(sshSrv.Stats().UploadPack+sshSrv.Stats().ReceivePack).To(BeZero(), "refused in the handshake")
+}
+
+// TestBootstrapSecretInput: `converge bootstrap git` takes the password from standard input
+// or from $CONVERGE_GIT_PASSWORD, --password winning over the variable, refuses --password
+// with --password-stdin and an empty standard input, and names the variable a refused
+// password came from. No cluster: all of it happens before the kubeconfig is read.
+// Not parallel: it sets environment variables.
+func TestBootstrapSecretInput(t *testing.T) {
+	noCluster := filepath.Join(t.TempDir(), "no-kubeconfig")
+	https := []string{"--url", "https://git.example.com/fleet.git", "--path", "clusters/dev"}
+
+	t.Run("refused", func(t *testing.T) {
+		for _, tc := range []struct {
+			stdin string
+			args  []string
+			want  string
+		}{
+			{"s3cret\n", []string{"--username", "bot", "--password", "s3cret", "--password-stdin"},
+				"--password and --password-stdin exclude each other: give one"},
+			{"", []string{"--username", "bot", "--password-stdin"},
+				"--password-stdin: the password read from standard input is empty"},
+			{"\n", []string{"--bearer-token-stdin"},
+				"--bearer-token-stdin: the bearer token read from standard input is empty"},
+			{"t0ken", []string{"--password-stdin", "--bearer-token-stdin"},
+				"--password-stdin and --bearer-token-stdin exclude each other: standard input is read once"},
+		} {
+			g := NewWithT(t)
+			out, err := runBootstrapIn(noCluster, strings.NewReader(tc.stdin), append(https, tc.args...)...)
+			g.Expect(err).To(MatchError(tc.want), out)
+			g.Expect(exitCode(err)).To(Equal(2))
+		}
+	})
+
+	// secretData is the data of the Secret bootstrap applies for args, stdin and env.
+	secretData := func(t *testing.T, stdin string, env map[string]string, args ...string) map[string]any {
+		t.Helper()
+		g := NewWithT(t)
+		o := &bootstrapOptions{install: installOptions{build: currentBuild()}, interval: time.Minute}
+		cmd := &cobra.Command{Use: "git"}
+		f := cmd.Flags()
+		f.StringVar(&o.url, "url", "", "")
+		f.StringVar(&o.branch, "branch", "main", "")
+		f.StringVar(&o.path, "path", "", "")
+		f.StringVar(&o.username, "username", "", "")
+		o.bindFlags(f, "password")
+		g.Expect(cmd.ParseFlags(append(https, args...))).To(Succeed())
+		g.Expect(o.resolve(f, strings.NewReader(stdin), func(k string) string { return env[k] })).To(Succeed())
+		g.Expect(o.prepare()).To(Succeed())
+		data, _, _ := unstructured.NestedMap(o.secret().Object, "data")
+		return data
+	}
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+	t.Run("stdin", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(secretData(t, "s3cret-pass\n", nil, "--username", "bot", "--password-stdin")).To(Equal(map[string]any{
+			"username": b64("bot"), "password": b64("s3cret-pass")}))
+		g.Expect(secretData(t, "t0ken\r\n", nil, "--bearer-token-stdin")).To(Equal(map[string]any{
+			"bearerToken": b64("t0ken")}))
+	})
+
+	t.Run("environment", func(t *testing.T) {
+		g := NewWithT(t)
+		env := map[string]string{gitPasswordEnv: "env-pass"}
+		g.Expect(secretData(t, "", env, "--username", "bot")).To(Equal(map[string]any{
+			"username": b64("bot"), "password": b64("env-pass")}))
+		g.Expect(secretData(t, "", env, "--username", "bot", "--password", "flag-pass")).To(Equal(map[string]any{
+			"username": b64("bot"), "password": b64("flag-pass")}), "the flag wins")
+		g.Expect(secretData(t, "", map[string]string{gitBearerTokenEnv: "env-t0ken"})).To(Equal(map[string]any{
+			"bearerToken": b64("env-t0ken")}))
+
+		// Through the command: the real environment, and a refusal naming the variable.
+		t.Setenv(gitPasswordEnv, "env-pass")
+		out, err := runBootstrapIn(noCluster, nil, append(https, "--bearer-token", "t0ken")...)
+		g.Expect(err).To(MatchError(`checking the credentials flags: invalid source: the secret has a "password" but no "username"`+
+			" (taken from the environment: $"+gitPasswordEnv+")"), out)
+		g.Expect(err.Error()).NotTo(ContainSubstring("env-pass"))
+	})
 }

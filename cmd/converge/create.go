@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	chartloader "helm.sh/helm/v4/pkg/chart/v2/loader"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -397,9 +399,115 @@ func newCreateSecretCommand() *cobra.Command {
 type createGitSecretOptions struct {
 	cli                                    cliOptions
 	export                                 bool
-	url, username, password, bearerToken   string
+	url, username                          string
 	sshKeyFile, knownHostsFile, passphrase string
 	caFile                                 string
+	gitSecretFlags
+}
+
+// The environment variables the password and the bearer token of git credentials are taken
+// from when none of their flags is given.
+const (
+	gitPasswordEnv    = "CONVERGE_GIT_PASSWORD"
+	gitBearerTokenEnv = "CONVERGE_GIT_BEARER_TOKEN"
+)
+
+// maxSecretInput bounds what --password-stdin and --bearer-token-stdin read.
+const maxSecretInput = 64 << 10
+
+// gitSecretInputHelp, in the help of the commands that take git credentials, says how to give
+// the password and the bearer token without showing them to other users.
+const gitSecretInputHelp = `--password and --bearer-token show the secret to other users of the machine (ps) and
+leave it in the shell history. Prefer --password-stdin or --bearer-token-stdin, which read
+it from standard input (one trailing newline removed; one of the two only, standard input
+is read once), or the environment variables ` + gitPasswordEnv + ` and
+` + gitBearerTokenEnv + `, read when no flag gives the value (a flag wins over its variable).`
+
+// gitSecretFlags are the password (or SSH key passphrase) and the bearer token of git
+// credentials: given as a flag, read from standard input, or taken from the environment.
+type gitSecretFlags struct {
+	password, bearerToken           string
+	passwordStdin, bearerTokenStdin bool
+	// fromEnv names the environment variables a value was taken from.
+	fromEnv []string
+}
+
+func (s *gitSecretFlags) bindFlags(fs *pflag.FlagSet, password string) {
+	fs.StringVar(&s.password, "password", "", password+
+		"; visible to other users (ps, shell history): prefer --password-stdin or $"+gitPasswordEnv)
+	fs.BoolVar(&s.passwordStdin, "password-stdin", false,
+		"read the password (or the SSH key's passphrase) from standard input")
+	fs.StringVar(&s.bearerToken, "bearer-token", "",
+		"HTTP bearer token; visible to other users (ps, shell history): prefer --bearer-token-stdin or $"+gitBearerTokenEnv)
+	fs.BoolVar(&s.bearerTokenStdin, "bearer-token-stdin", false, "read the HTTP bearer token from standard input")
+}
+
+// resolve reads the value of --password-stdin or --bearer-token-stdin from stdin, and takes
+// a value none of whose flags is given from its environment variable (getenv). samePassword
+// names other flags that set the password's key (--passphrase): they count as --password.
+func (s *gitSecretFlags) resolve(fs *pflag.FlagSet, stdin io.Reader, getenv func(string) string, samePassword ...string) error {
+	if s.passwordStdin && s.bearerTokenStdin {
+		return usageError(errors.New("--password-stdin and --bearer-token-stdin exclude each other: standard input is read once"))
+	}
+	for _, v := range []struct {
+		what, stdinFlag, env string
+		flags                []string
+		stdin                bool
+		value                *string
+	}{
+		{"password", "password-stdin", gitPasswordEnv, append([]string{"password"}, samePassword...), s.passwordStdin, &s.password},
+		{"bearer token", "bearer-token-stdin", gitBearerTokenEnv, []string{"bearer-token"}, s.bearerTokenStdin, &s.bearerToken},
+	} {
+		given := ""
+		for _, f := range v.flags {
+			if fs.Changed(f) {
+				given = f
+				break
+			}
+		}
+		switch {
+		case v.stdin && given != "":
+			return usageError(fmt.Errorf("--%s and --%s exclude each other: give one", given, v.stdinFlag))
+		case v.stdin:
+			val, err := readSecretInput(stdin, v.stdinFlag, v.what)
+			if err != nil {
+				return err
+			}
+			*v.value = val
+		case given == "":
+			if val := getenv(v.env); val != "" {
+				*v.value = val
+				s.fromEnv = append(s.fromEnv, v.env)
+			}
+		}
+	}
+	return nil
+}
+
+// envNote names the environment variables values were taken from, for an error those values
+// may have caused; "" when none.
+func (s *gitSecretFlags) envNote() string {
+	if len(s.fromEnv) == 0 {
+		return ""
+	}
+	return " (taken from the environment: $" + strings.Join(s.fromEnv, ", $") + ")"
+}
+
+// readSecretInput reads a secret from r as docker login --password-stdin does: all of it,
+// less one trailing newline (\n or \r\n). An empty secret is refused.
+func readSecretInput(r io.Reader, flag, what string) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxSecretInput+1))
+	if err != nil {
+		return "", fmt.Errorf("--%s: reading standard input: %w", flag, err)
+	}
+	if len(b) > maxSecretInput {
+		return "", usageError(fmt.Errorf("--%s: standard input holds more than %d bytes", flag, maxSecretInput))
+	}
+	val := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if val == "" {
+		return "", usageError(fmt.Errorf("--%s: the %s read from standard input is empty", flag, what))
+	}
+	return val, nil
 }
 
 func newCreateGitSecretCommand() *cobra.Command {
@@ -413,8 +521,11 @@ known_hosts (and password, the key's passphrase) for SSH. The Secret is checked 
 it for --url, and refused with the daemon's reason if the daemon would refuse it.
 
 --export prints the Secret as YAML instead, to stdout only: it holds the credentials in clear text
-(stringData), so encrypt it (e.g. with SOPS) before committing it anywhere.`,
-		Example: `  converge create secret git shop-git --url https://github.com/acme/shop --username bot --password "$TOKEN"
+(stringData), so encrypt it (e.g. with SOPS) before committing it anywhere.
+
+` + gitSecretInputHelp,
+		Example: `  echo "$TOKEN" | converge create secret git shop-git --url https://github.com/acme/shop --username bot --password-stdin
+  CONVERGE_GIT_BEARER_TOKEN="$TOKEN" converge create secret git shop-git --url https://github.com/acme/shop
   converge create secret git shop-git --url ssh://git@github.com/acme/shop --ssh-key-file ./id_ed25519 --known-hosts-file ./known_hosts`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -426,23 +537,28 @@ it for --url, and refused with the daemon's reason if the daemon would refuse it
 	fs.BoolVar(&o.export, "export", false, "print the Secret as YAML (credentials in clear text) instead of applying it")
 	fs.StringVar(&o.url, "url", "", "URL of the repository the credentials are for (required: they are checked for its protocol)")
 	fs.StringVar(&o.username, "username", "", "HTTP basic auth user")
-	fs.StringVar(&o.password, "password", "", "HTTP basic auth password")
-	fs.StringVar(&o.bearerToken, "bearer-token", "", "HTTP bearer token")
+	o.bindFlags(fs, "HTTP basic auth password")
 	fs.StringVar(&o.sshKeyFile, "ssh-key-file", "", "file of the SSH private key")
 	fs.StringVar(&o.knownHostsFile, "known-hosts-file", "", "known_hosts file with the SSH server's host keys")
-	fs.StringVar(&o.passphrase, "passphrase", "", "passphrase of the SSH private key")
+	fs.StringVar(&o.passphrase, "passphrase", "",
+		"passphrase of the SSH private key; visible to other users (ps, shell history): prefer --password-stdin or $"+gitPasswordEnv)
 	fs.StringVar(&o.caFile, "ca-file", "", "PEM file of the certificate authorities the HTTPS server is checked against")
 	_ = cmd.MarkFlagRequired("url")
 	return cmd
 }
 
 func (o *createGitSecretOptions) run(cmd *cobra.Command, name string) error {
+	// The passphrase goes to the password's key: --password-stdin and $CONVERGE_GIT_PASSWORD
+	// give it too.
+	if err := o.resolve(cmd.Flags(), cmd.InOrStdin(), os.Getenv, "passphrase"); err != nil {
+		return err
+	}
 	data, err := o.data()
 	if err != nil {
 		return err
 	}
 	if _, err := sources.AuthFromSecret(data, o.url); err != nil {
-		return usageError(fmt.Errorf("the daemon would refuse this secret: %w", err))
+		return usageError(fmt.Errorf("the daemon would refuse this secret: %w%s", err, o.envNote()))
 	}
 	return createSecret(cmd, &o.cli, o.export, name, data)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -25,9 +26,15 @@ import (
 
 // createRun runs the converge CLI in-process without a cluster (for --export and refusals).
 func createRun(args ...string) (stdout, stderr string, code int) {
+	return createRunIn(nil, args...)
+}
+
+// createRunIn is createRun with stdin as the command's standard input (nil: the process's).
+func createRunIn(stdin io.Reader, args ...string) (stdout, stderr string, code int) {
 	var out, errOut bytes.Buffer
 	cmd := newRootCommand()
 	cmd.SetArgs(args)
+	cmd.SetIn(stdin)
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
@@ -246,6 +253,24 @@ func TestCreateAgainstAPIServer(t *testing.T) {
 
 	t.Run("refused as the API server refuses, nothing applied", func(t *testing.T) { createRefusedLikeServer(t, a) })
 
+	t.Run("https secret, password from stdin", func(t *testing.T) {
+		g := NewWithT(t)
+		var out, errOut bytes.Buffer
+		cmd := newRootCommand()
+		cmd.SetArgs([]string{"create", "secret", "git", "stdin-git", "-n", "team-a", "--kubeconfig", a.kubeconfig,
+			"--url", "https://github.com/acme/shop", "--username", "bot", "--password-stdin"})
+		cmd.SetIn(strings.NewReader("s3cret pass\r\n"))
+		cmd.SetOut(&out)
+		cmd.SetErr(&errOut)
+		g.Expect(cmd.ExecuteContext(ctx)).To(Succeed(), errOut.String())
+		g.Expect(out.String()).To(Equal("Secret team-a/stdin-git applied\n"))
+		secret := &corev1.Secret{}
+		g.Expect(a.c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "stdin-git"}, secret)).To(Succeed())
+		g.Expect(secret.Data).To(Equal(map[string][]byte{
+			sources.SecretUsername: []byte("bot"), sources.SecretPassword: []byte("s3cret pass"),
+		}), "the password as read, less its trailing CRLF")
+	})
+
 	t.Run("ssh secret", func(t *testing.T) {
 		g := NewWithT(t)
 		keyFile, knownHosts := sshCredentials(t)
@@ -429,4 +454,142 @@ func createChartAgainstServer(t *testing.T, a *apiServer) {
 	g.Expect(st.Spec.Chart).To(BeNil())
 	g.Expect(st.Spec.Source.URL).To(Equal("https://github.com/acme/podinfo"))
 	g.Expect(st.Spec.Helm).NotTo(BeNil())
+}
+
+// TestGitSecretFlags: --password-stdin and --bearer-token-stdin read standard input less one
+// trailing newline, exclude their flag and each other, refuse an empty value; without a
+// flag the environment variable gives the value, and a flag wins over it.
+func TestGitSecretFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		args                  []string
+		stdin                 string
+		env                   map[string]string
+		password, bearerToken string
+		fromEnv               []string
+		err                   string
+	}{
+		{name: "password from stdin, LF", args: []string{"--password-stdin"}, stdin: "s3cret\n", password: "s3cret"},
+		{name: "password from stdin, CRLF", args: []string{"--password-stdin"}, stdin: "s3cret\r\n", password: "s3cret"},
+		{name: "password from stdin, no newline", args: []string{"--password-stdin"}, stdin: " s3cret ", password: " s3cret "},
+		{name: "one newline only is removed", args: []string{"--password-stdin"}, stdin: "s3cret\n\n", password: "s3cret\n"},
+		{name: "stdin wins over the variable", args: []string{"--password-stdin"}, stdin: "s3cret\n",
+			env: map[string]string{gitPasswordEnv: "from-env"}, password: "s3cret"},
+		{name: "bearer token from stdin", args: []string{"--bearer-token-stdin"}, stdin: "t0ken\n", bearerToken: "t0ken"},
+		{name: "stdin is not read without the flag", stdin: "s3cret\n"},
+		{name: "password from the variable", env: map[string]string{gitPasswordEnv: "from-env"},
+			password: "from-env", fromEnv: []string{gitPasswordEnv}},
+		{name: "bearer token from the variable", env: map[string]string{gitBearerTokenEnv: "t0ken-env"},
+			bearerToken: "t0ken-env", fromEnv: []string{gitBearerTokenEnv}},
+		{name: "the flag wins over the variable", args: []string{"--password", "from-flag", "--bearer-token", "t0ken"},
+			env: map[string]string{gitPasswordEnv: "from-env", gitBearerTokenEnv: "t0ken-env"}, password: "from-flag", bearerToken: "t0ken"},
+		{name: "an empty flag wins over the variable too", args: []string{"--password", ""},
+			env: map[string]string{gitPasswordEnv: "from-env"}},
+		{name: "--passphrase counts as --password", args: []string{"--passphrase", "phrase"},
+			env: map[string]string{gitPasswordEnv: "from-env"}},
+		{name: "password stdin and bearer token variable", args: []string{"--password-stdin"}, stdin: "s3cret",
+			env: map[string]string{gitBearerTokenEnv: "t0ken-env"}, password: "s3cret", bearerToken: "t0ken-env",
+			fromEnv: []string{gitBearerTokenEnv}},
+		{name: "--password and --password-stdin", args: []string{"--password", "s3cret", "--password-stdin"}, stdin: "s3cret\n",
+			err: "--password and --password-stdin exclude each other: give one"},
+		{name: "--passphrase and --password-stdin", args: []string{"--passphrase", "s3cret", "--password-stdin"}, stdin: "s3cret\n",
+			err: "--passphrase and --password-stdin exclude each other: give one"},
+		{name: "--bearer-token and --bearer-token-stdin", args: []string{"--bearer-token", "t0ken", "--bearer-token-stdin"},
+			stdin: "t0ken\n", err: "--bearer-token and --bearer-token-stdin exclude each other: give one"},
+		{name: "both stdin flags", args: []string{"--password-stdin", "--bearer-token-stdin"}, stdin: "s3cret\n",
+			err: "--password-stdin and --bearer-token-stdin exclude each other: standard input is read once"},
+		{name: "empty stdin", args: []string{"--password-stdin"},
+			err: "--password-stdin: the password read from standard input is empty"},
+		{name: "a newline only", args: []string{"--bearer-token-stdin"}, stdin: "\r\n",
+			err: "--bearer-token-stdin: the bearer token read from standard input is empty"},
+		{name: "too much on stdin", args: []string{"--password-stdin"}, stdin: strings.Repeat("x", maxSecretInput+1),
+			err: "--password-stdin: standard input holds more than 65536 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var s gitSecretFlags
+			cmd := &cobra.Command{Use: "git"}
+			s.bindFlags(cmd.Flags(), "password")
+			var passphrase string
+			cmd.Flags().StringVar(&passphrase, "passphrase", "", "")
+			g.Expect(cmd.ParseFlags(tc.args)).To(Succeed())
+			err := s.resolve(cmd.Flags(), strings.NewReader(tc.stdin), func(k string) string { return tc.env[k] }, "passphrase")
+			if tc.err != "" {
+				g.Expect(err).To(MatchError(tc.err))
+				g.Expect(exitCode(err)).To(Equal(2), "a usage error")
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.password).To(Equal(tc.password))
+			g.Expect(s.bearerToken).To(Equal(tc.bearerToken))
+			g.Expect(s.fromEnv).To(Equal(tc.fromEnv))
+		})
+	}
+}
+
+// TestCreateSecretGitSecretInput: `converge create secret git` stores the password read from
+// standard input or taken from $CONVERGE_GIT_PASSWORD, byte for byte; --password wins over
+// the variable; the refusals say which flags and name the variable a refused value came from.
+// Not parallel: it sets environment variables.
+func TestCreateSecretGitSecretInput(t *testing.T) {
+	https := []string{"create", "secret", "git", "shop-git", "-n", "team-a", "--export", "--url", "https://github.com/acme/shop"}
+	exported := func(t *testing.T, stdin string, args ...string) map[string]string {
+		t.Helper()
+		g := NewWithT(t)
+		out, errOut, code := createRunIn(strings.NewReader(stdin), append(https, args...)...)
+		g.Expect(code).To(Equal(0), errOut)
+		var secret corev1.Secret
+		g.Expect(yaml.UnmarshalStrict([]byte(out), &secret)).To(Succeed())
+		return secret.StringData
+	}
+
+	t.Run("stdin", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(exported(t, "s3cret\n", "--username", "bot", "--password-stdin")).To(Equal(map[string]string{
+			sources.SecretUsername: "bot", sources.SecretPassword: "s3cret"}))
+		g.Expect(exported(t, "t0ken\r\n", "--bearer-token-stdin")).To(Equal(map[string]string{
+			sources.SecretBearerToken: "t0ken"}))
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		for _, tc := range []struct {
+			stdin string
+			args  []string
+			want  string
+		}{
+			{"s3cret\n", []string{"--username", "bot", "--password", "s3cret", "--password-stdin"},
+				"--password and --password-stdin exclude each other: give one"},
+			{"", []string{"--username", "bot", "--password-stdin"},
+				"--password-stdin: the password read from standard input is empty"},
+			{"s3cret\n", []string{"--password-stdin", "--bearer-token-stdin"},
+				"--password-stdin and --bearer-token-stdin exclude each other: standard input is read once"},
+		} {
+			g := NewWithT(t)
+			out, errOut, code := createRunIn(strings.NewReader(tc.stdin), append(https, tc.args...)...)
+			g.Expect(code).To(Equal(2))
+			g.Expect(out).To(BeEmpty())
+			g.Expect(errOut).To(Equal("converge: " + tc.want + "\n"))
+		}
+	})
+
+	t.Run("environment", func(t *testing.T) {
+		g := NewWithT(t)
+		t.Setenv(gitPasswordEnv, "env-s3cret")
+		g.Expect(exported(t, "", "--username", "bot")).To(Equal(map[string]string{
+			sources.SecretUsername: "bot", sources.SecretPassword: "env-s3cret"}))
+		g.Expect(exported(t, "", "--username", "bot", "--password", "flag-s3cret")).To(Equal(map[string]string{
+			sources.SecretUsername: "bot", sources.SecretPassword: "flag-s3cret"}), "the flag wins")
+		g.Expect(exported(t, "stdin-s3cret", "--username", "bot", "--password-stdin")).To(Equal(map[string]string{
+			sources.SecretUsername: "bot", sources.SecretPassword: "stdin-s3cret"}), "stdin wins")
+
+		// A password from the environment with a bearer token: refused, naming the variable.
+		_, errOut, code := createRunIn(nil, append(https, "--bearer-token", "t0ken")...)
+		g.Expect(code).To(Equal(2))
+		g.Expect(errOut).To(Equal(`converge: the daemon would refuse this secret: invalid source: the secret has a "password" but no "username"` +
+			" (taken from the environment: $" + gitPasswordEnv + ")\n"))
+
+		t.Setenv(gitPasswordEnv, "")
+		t.Setenv(gitBearerTokenEnv, "env-t0ken")
+		g.Expect(exported(t, "")).To(Equal(map[string]string{sources.SecretBearerToken: "env-t0ken"}))
+	})
 }
