@@ -88,35 +88,56 @@ func (o *devOptions) run(ctx context.Context, cmd *cobra.Command) error {
 		return err
 	}
 
-	self, err := os.Executable()
+	logPath := filepath.Join(dir, "converge.log")
+	serve, uiURL, closeLog, err := startDevDaemon(ctx, dir, kubeconfig, logPath)
 	if err != nil {
 		return err
 	}
-	serve := devChild(ctx, self, "serve", "--kubeconfig", kubeconfig,
-		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0",
-		"--webhook-bind-address", "127.0.0.1:0", "--cache-dir", filepath.Join(dir, "cache"))
-	serve.Stdout = os.Stderr
-	if err := serve.Start(); err != nil {
-		return err
-	}
-	uiURL := startDevUI(ctx, self, kubeconfig)
+	defer closeLog()
 	say(`
 converge is running.
   cluster:     export KUBECONFIG=%s   (kubectl is bin/k8s/kubectl)
   demo repo:   %s   (served at %s/demo/.git)
   SyncTarget:  default/demo follows branch main, path deploy, into namespace demo, every 10s
+  logs:        %s   (the daemon's, as JSON)
 
 Try:
   kubectl get synctargets -A; kubectl -n demo get deploy,svc,cm
-  cd %s && sed -i 's/replicas: 2/replicas: 3/' deploy/deployment.yaml && git commit -qam 'scale web' 
+  cd %s && sed -i 's/replicas: 2/replicas: 3/' deploy/deployment.yaml && git commit -qam 'scale web'
   ... and within ~10s the Deployment has 3 replicas.
   web UI:      %s   (follows it live)
-Ctrl-C stops everything.`, kubeconfig, repo, url, repo, uiURL)
+Ctrl-C stops everything. Each sync prints a line below.
+`, kubeconfig, repo, url, logPath, repo, uiURL)
+	go func() { _ = printSyncs(ctx, cfg, out) }()
 	err = serve.Wait()
 	if ctx.Err() != nil {
 		return nil
 	}
 	return fmt.Errorf("converge serve exited: %w", err)
+}
+
+// startDevDaemon starts `converge serve` and `converge ui` on the cluster, their logs
+// going to the file at logPath (a person reads the banner and a line per sync); it returns
+// the daemon's process, the UI's URL and what closes the log.
+func startDevDaemon(ctx context.Context, dir, kubeconfig, logPath string) (*exec.Cmd, string, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	closeLog := func() { _ = logFile.Close() }
+	serve := devChild(ctx, logFile, self, "serve", "--kubeconfig", kubeconfig, "--log-format", "json",
+		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0",
+		"--webhook-bind-address", "127.0.0.1:0", "--cache-dir", filepath.Join(dir, "cache"))
+	serve.Stdout = logFile
+	if err := serve.Start(); err != nil {
+		closeLog()
+		return nil, "", nil, err
+	}
+	return serve, startDevUI(ctx, logFile, self, kubeconfig), closeLog, nil
 }
 
 // cluster is the cluster dev runs on, with the converge CRD installed: the one KUBECONFIG
@@ -159,10 +180,10 @@ func (o *devOptions) cluster(ctx context.Context, dir string, say func(string, .
 }
 
 // devChild is a command of this binary that dev runs beside it: it writes its log to
-// stderr, gets SIGTERM and 10s to stop when ctx ends, and dies with dev.
-func devChild(ctx context.Context, self string, args ...string) *exec.Cmd {
+// log, gets SIGTERM and 10s to stop when ctx ends, and dies with dev.
+func devChild(ctx context.Context, log io.Writer, self string, args ...string) *exec.Cmd {
 	c := exec.CommandContext(ctx, self, args...)
-	c.Stderr = os.Stderr
+	c.Stderr = log
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
 	c.WaitDelay = 10 * time.Second
@@ -171,9 +192,9 @@ func devChild(ctx context.Context, self string, args ...string) *exec.Cmd {
 
 // startDevUI runs `converge ui` on the cluster beside the daemon and returns the URL it
 // serves (with its access token), or, when it cannot start, the command to run it by hand.
-func startDevUI(ctx context.Context, self, kubeconfig string) string {
+func startDevUI(ctx context.Context, log io.Writer, self, kubeconfig string) string {
 	fallback := "bin/converge ui --open --kubeconfig " + kubeconfig
-	ui := devChild(ctx, self, "ui", "--kubeconfig", kubeconfig)
+	ui := devChild(ctx, log, self, "ui", "--kubeconfig", kubeconfig)
 	stdout, err := ui.StdoutPipe()
 	if err != nil {
 		return fallback

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -166,11 +168,12 @@ func (o *syncOptions) renderPool() (*render.Pool, error) {
 }
 
 type serveOptions struct {
-	kube    kubeOptions
-	manager managerOptions
-	source  sourceOptions
-	sync    syncOptions
-	ui      serveUIOptions
+	kube      kubeOptions
+	manager   managerOptions
+	source    sourceOptions
+	sync      syncOptions
+	ui        serveUIOptions
+	logFormat string
 }
 
 func newServeCommand() *cobra.Command {
@@ -188,10 +191,26 @@ func newServeCommand() *cobra.Command {
 	o.source.BindFlags(cmd.Flags())
 	o.sync.BindFlags(cmd.Flags())
 	o.ui.BindFlags(cmd.Flags())
+	cmd.Flags().StringVar(&o.logFormat, "log-format", "json", "format of the log on stderr: json (a line per record, for machines) or text (for a person)")
 	return cmd
 }
 
+// newLogger is the daemon's logger writing to w in format: "json" or "text".
+func newLogger(format string, w io.Writer) (logr.Logger, error) {
+	switch format {
+	case "json":
+		return zap.New(zap.WriteTo(w), zap.JSONEncoder()), nil
+	case "text":
+		return zap.New(zap.WriteTo(w), zap.ConsoleEncoder()), nil
+	}
+	return logr.Logger{}, fmt.Errorf("--log-format must be json or text, got %q", format)
+}
+
 func (o *serveOptions) run(ctx context.Context) error {
+	logger, err := newLogger(o.logFormat, os.Stderr)
+	if err != nil {
+		return err
+	}
 	if o.sync.renderTimeout <= 0 {
 		return fmt.Errorf("--render-timeout must be positive, got %s", o.sync.renderTimeout)
 	}
@@ -203,7 +222,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	ctrl.SetLogger(zap.New())
+	ctrl.SetLogger(logger)
 	cfg, err := o.kube.restConfig()
 	if err != nil {
 		return err
