@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -68,8 +69,12 @@ data: {value: one}
 `,
 		}
 		rev := r.commit(files)
-		st := s.syncTarget("hooks", r, nil)
-		s.latency("plain YAML with hooks → healthy", s.waitHealthy(st, rev, 120*time.Second))
+		// The hooks, the waves and the health wait share the revision's timeout: a loaded
+		// machine's kwok Jobs may take a while each.
+		st := s.syncTarget("hooks", r, func(st *convergev1.SyncTarget) {
+			st.Spec.Timeout = &metav1.Duration{Duration: 3 * time.Minute}
+		})
+		s.latency("plain YAML with hooks → healthy", s.waitHealthy(st, rev, 4*time.Minute))
 
 		jobs := func(g Gomega) map[string]batchv1.Job {
 			list := &batchv1.JobList{}
@@ -96,7 +101,7 @@ data: {value: one}
 		files["deploy/schema.yaml"] = failingJob("schema", `"argocd.argoproj.io/hook": PreSync`)
 		files["deploy/app.yaml"] = strings.ReplaceAll(files["deploy/app.yaml"], "value: one", "value: two")
 		bad := r.commit(files)
-		s.eventually(st, 120*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+		s.eventually(st, 4*time.Minute, func(g Gomega, st *convergev1.SyncTarget) {
 			g.Expect(st.Status.LastAttemptedRevision).To(Equal(bad))
 			g.Expect(ready(st).Reason).To(Equal(convergev1.RolledBackReason), ready(st).Message)
 			g.Expect(ready(st).Message).To(ContainSubstring("pre-upgrade hook Job"))

@@ -79,10 +79,10 @@ func TestMaxDeletionsStallsInsteadOfPruning(t *testing.T) {
 func TestConvergesPastWhatAnUnhealthyRevisionAdded(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	// The revisions meant to become healthy give their Deployment a minute to progress: on a
+	// The revisions meant to become healthy give their Deployment two minutes to progress: on a
 	// loaded machine, its pods may take longer than the 5 s the failing revision is given.
 	patient := func(replicas int) string {
-		return strings.Replace(deployment("web", replicas, ""), "progressDeadlineSeconds: 5", "progressDeadlineSeconds: 60", 1)
+		return strings.Replace(deployment("web", replicas, ""), "progressDeadlineSeconds: 5", "progressDeadlineSeconds: 120", 1)
 	}
 	files := map[string]string{"deploy/web.yaml": patient(1)}
 	for i := range 4 {
