@@ -145,8 +145,8 @@ func streamRequest(t *testing.T, req *http.Request) <-chan string {
 }
 
 // TestLiveUpdatesShareOneWatchPerKind opens three event streams on a UI against a real
-// API server: a status change reaches all three, through one watch of SyncTargets and
-// one of Events, however many viewers there are.
+// API server: a status change reaches all three, through one watch of SyncTargets, one of
+// Events and one of SyncTargetSets, however many viewers there are.
 func TestLiveUpdatesShareOneWatchPerKind(t *testing.T) {
 	c, cfg := cluster(t)
 	g := NewWithT(t)
@@ -165,7 +165,7 @@ func TestLiveUpdatesShareOneWatchPerKind(t *testing.T) {
 		streams = append(streams, stream(t, ctx, srv.URL))
 	}
 	g.Eventually(s.Subscribers).Should(Equal(3))
-	g.Expect(watches.Load()).To(Equal(int32(2)), "one watch of SyncTargets, one of Events")
+	g.Expect(watches.Load()).To(Equal(int32(3)), "one watch of SyncTargets, one of Events, one of SyncTargetSets")
 
 	st.Status.Conditions[0].Message = "changed while you watched"
 	g.Expect(c.Status().Update(ctx, st)).To(Succeed())
@@ -180,7 +180,7 @@ func TestLiveUpdatesShareOneWatchPerKind(t *testing.T) {
 		Type:           corev1.EventTypeWarning, Reason: "HealthCheckFailed", Message: "web is not ready"})).To(Succeed())
 	g.Eventually(streams[0]).WithTimeout(10 * time.Second).Should(Receive(Equal("event live-a/web")))
 	g.Expect(get(t, s, "/targets/live-a/web/live").Body.String()).To(ContainSubstring("web is not ready"))
-	g.Expect(watches.Load()).To(Equal(int32(2)))
+	g.Expect(watches.Load()).To(Equal(int32(3)))
 }
 
 // TestForbiddenAgainstAPIServer acts as a user who may only read SyncTargets: the API

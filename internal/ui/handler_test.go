@@ -176,7 +176,7 @@ func TestClusterShown(t *testing.T) {
 	g.Expect(local.Body.String()).To(ContainSubstring(`<dt>Cluster<dd><code class="cluster">in-cluster</code>`))
 
 	overview := get(t, s, "/").Body.String()
-	g.Expect(overview).To(ContainSubstring(`<small class="cluster">→ cluster prod-eu</small>`))
+	g.Expect(overview).To(ContainSubstring(`<small class="cluster">→ cluster <a href="/?cluster=prod-eu">prod-eu</a></small>`))
 	g.Expect(strings.Count(overview, `<small class="cluster">`)).To(Equal(1), "only the remote target is marked")
 }
 

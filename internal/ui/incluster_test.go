@@ -22,9 +22,15 @@ import (
 // grant lets the service account ns/sa do verbs on SyncTargets of ns.
 func grant(t *testing.T, c client.Client, ns, sa, name string, verbs ...string) {
 	t.Helper()
+	grantOn(t, c, ns, sa, name, "synctargets", verbs...)
+}
+
+// grantOn lets the service account ns/sa do verbs on converge's resource of ns.
+func grantOn(t *testing.T, c client.Client, ns, sa, name, resource string, verbs ...string) {
+	t.Helper()
 	ctx := context.Background()
 	if err := c.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{convergev1.GroupVersion.Group}, Resources: []string{"synctargets"}, Verbs: verbs}}}); err != nil {
+		{APIGroups: []string{convergev1.GroupVersion.Group}, Resources: []string{resource}, Verbs: verbs}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},

@@ -3,7 +3,6 @@ package ui
 import (
 	"errors"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -19,21 +18,36 @@ const maxMessage = 160
 // the graph cover every SyncTarget the filter matches.
 const pageSize = 500
 
-// filter is what the overview shows: ?ns=, ?state=, ?q= (a substring of the name,
-// namespace, message or source URL, case-insensitive).
+// filter is what the overview shows: ?ns=, ?state=, ?set= (the SyncTargetSet that
+// generated them), ?cluster= (the kubeconfig Secret they deploy with, or in-cluster),
+// ?q= (a substring of the name, namespace, message or source URL, case-insensitive).
 type filter struct {
 	Namespace string
 	State     string
+	Set       string
+	Cluster   string
 	Query     string
 }
 
 func filterOf(r *http.Request) filter {
 	q := r.URL.Query()
-	return filter{Namespace: q.Get("ns"), State: q.Get("state"), Query: strings.TrimSpace(q.Get("q"))}
+	return filter{Namespace: q.Get("ns"), State: q.Get("state"), Set: q.Get("set"), Cluster: q.Get("cluster"),
+		Query: strings.TrimSpace(q.Get("q"))}
+}
+
+// Any says whether the filter narrows anything.
+func (f filter) Any() bool {
+	return f != filter{}
 }
 
 func (f filter) matches(st *convergev1.SyncTarget, state string) bool {
 	if f.Namespace != "" && st.Namespace != f.Namespace {
+		return false
+	}
+	if f.Set != "" && st.Labels[convergev1.SetLabel] != f.Set {
+		return false
+	}
+	if f.Cluster != "" && clusterOf(st) != f.Cluster {
 		return false
 	}
 	if f.State != "" && state != f.State {
@@ -63,6 +77,8 @@ type row struct {
 	Source string
 	// Cluster is the kubeconfig Secret it deploys with, empty for the local cluster.
 	Cluster string
+	// Set is the SyncTargetSet that generated it, if one did.
+	Set string
 }
 
 func rowOf(st *convergev1.SyncTarget, now time.Time) row {
@@ -75,6 +91,7 @@ func rowOf(st *convergev1.SyncTarget, now time.Time) row {
 		Message:  tableMessage(message(st), maxMessage),
 		Source:   sourceSummary(st),
 		Cluster:  remoteCluster(st),
+		Set:      st.Labels[convergev1.SetLabel],
 	}
 }
 
@@ -107,10 +124,12 @@ type stateCount struct {
 type overview struct {
 	Filter     filter
 	Namespaces []string
-	Counts     []stateCount
-	Total      int
-	Rows       []row
-	Graph      *graph
+	// Sets and Clusters are those of the SyncTargets shown, to filter by.
+	Sets, Clusters []string
+	Counts         []stateCount
+	Total          int
+	Rows           []row
+	Graph          *graph
 	// Pages is set when the rows the filter matches take more than one page.
 	Pages *pageNav
 }
@@ -159,7 +178,7 @@ func (s *Server) overview(r *http.Request) (*overview, error) {
 	f := filterOf(r)
 	now := s.opts.Now()
 	counts := map[string]int{}
-	namespaces := map[string]bool{}
+	namespaces, sets, clusters := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	v := &overview{Filter: f, Total: len(targets)}
 	var shown []*convergev1.SyncTarget
 	anyState := f
@@ -168,6 +187,10 @@ func (s *Server) overview(r *http.Request) (*overview, error) {
 		st := &targets[i]
 		state := stateOf(st)
 		namespaces[st.Namespace] = true
+		clusters[clusterOf(st)] = true
+		if set := st.Labels[convergev1.SetLabel]; set != "" {
+			sets[set] = true
+		}
 		if !anyState.matches(st, state) {
 			continue
 		}
@@ -180,10 +203,7 @@ func (s *Server) overview(r *http.Request) (*overview, error) {
 	for _, state := range allStates {
 		v.Counts = append(v.Counts, stateCount{State: state, Count: counts[state], Selected: f.State == state})
 	}
-	for ns := range namespaces {
-		v.Namespaces = append(v.Namespaces, ns)
-	}
-	sort.Strings(v.Namespaces)
+	v.Namespaces, v.Sets, v.Clusters = sortedKeys(namespaces), sortedKeys(sets), sortedKeys(clusters)
 	v.Graph = layoutGraph(shown)
 	from, to, p := pageOf(r, len(v.Rows))
 	v.Rows, v.Pages = v.Rows[from:to], p

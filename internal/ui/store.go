@@ -25,12 +25,17 @@ type Store interface {
 	Target(ctx context.Context, key client.ObjectKey) (st *convergev1.SyncTarget, found bool, err error)
 	// Events lists the events of one SyncTarget, newest first.
 	Events(ctx context.Context, key client.ObjectKey) ([]corev1.Event, error)
+	// Set reads one SyncTargetSet; found is false when there is none, or when the store
+	// does not watch them (its identity may not list them, or their CRD is missing).
+	Set(ctx context.Context, key client.ObjectKey) (set *convergev1.SyncTargetSet, found bool, err error)
 }
 
-// informerStore is a Store on controller-runtime's cache: one informer for SyncTargets
-// and one for the events of SyncTargets, shared by every viewer; changes go to hub.
+// informerStore is a Store on controller-runtime's cache: one informer for SyncTargets,
+// one for the events of SyncTargets and, when its identity may list them, one for
+// SyncTargetSets, shared by every viewer; changes go to hub.
 type informerStore struct {
 	cache cache.Cache
+	sets  bool
 }
 
 // newInformerStore starts the informers with cfg (the user's identity), limited to
@@ -46,7 +51,12 @@ func newInformerStore(ctx context.Context, cfg *rest.Config, namespace string, h
 	if err != nil {
 		return nil, fmt.Errorf("setting up the watches: %w", err)
 	}
-	for _, obj := range []client.Object{&convergev1.SyncTarget{}, &corev1.Event{}} {
+	watched := []client.Object{&convergev1.SyncTarget{}, &corev1.Event{}}
+	sets := maySeeSets(ctx, cfg, namespace)
+	if sets {
+		watched = append(watched, &convergev1.SyncTargetSet{})
+	}
+	for _, obj := range watched {
 		inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return nil, fmt.Errorf("watching %T: %w", obj, err)
@@ -59,7 +69,32 @@ func newInformerStore(ctx context.Context, cfg *rest.Config, namespace string, h
 	if !c.WaitForCacheSync(ctx) {
 		return nil, fmt.Errorf("listing SyncTargets and their events did not finish: %w", context.Cause(ctx))
 	}
-	return &informerStore{cache: c}, nil
+	return &informerStore{cache: c, sets: sets}, nil
+}
+
+// maySeeSets says whether cfg's identity can list the SyncTargetSets (of namespace, when
+// set): one list of at most one, so that a user without the right, or a cluster without
+// the CRD, still gets the SyncTargets.
+func maySeeSets(ctx context.Context, cfg *rest.Config, namespace string) bool {
+	c, err := client.New(cfg, client.Options{Scheme: scheme()})
+	if err != nil {
+		return false
+	}
+	return c.List(ctx, &convergev1.SyncTargetSetList{}, client.InNamespace(namespace), client.Limit(1)) == nil
+}
+
+func (s *informerStore) Set(ctx context.Context, key client.ObjectKey) (*convergev1.SyncTargetSet, bool, error) {
+	if !s.sets {
+		return nil, false, nil
+	}
+	set := &convergev1.SyncTargetSet{}
+	if err := s.cache.Get(ctx, key, set); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return set, true, nil
 }
 
 func (s *informerStore) Targets(ctx context.Context) ([]convergev1.SyncTarget, error) {
@@ -117,6 +152,26 @@ type MemoryStore struct {
 	mu      sync.Mutex
 	targets []convergev1.SyncTarget
 	events  []corev1.Event
+	sets    []convergev1.SyncTargetSet
+}
+
+// AddSets adds SyncTargetSets to the store.
+func (m *MemoryStore) AddSets(sets ...convergev1.SyncTargetSet) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sets = append(m.sets, sets...)
+}
+
+// Set finds one SyncTargetSet.
+func (m *MemoryStore) Set(_ context.Context, key client.ObjectKey) (*convergev1.SyncTargetSet, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.sets {
+		if client.ObjectKeyFromObject(&m.sets[i]) == key {
+			return m.sets[i].DeepCopy(), true, nil
+		}
+	}
+	return nil, false, nil
 }
 
 // NewMemoryStore returns a Store holding targets and events.
@@ -164,6 +219,8 @@ func (h *hub) handler() toolscache.ResourceEventHandlerFuncs {
 		case *corev1.Event:
 			h.publish(change{Kind: "event", Key: o.InvolvedObject.Namespace + "/" + o.InvolvedObject.Name})
 		}
+		// A SyncTargetSet's change is not published: its page is read when opened, and a
+		// change named by a set's key would be authorized as a SyncTarget's.
 	}
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    notify,

@@ -55,7 +55,9 @@ type targetPage struct {
 	Suspended bool
 	// Cluster names the kubeconfig Secret of spec.kubeConfig, or is "in-cluster".
 	Cluster string
-	Live    *targetLive
+	// Set names the SyncTargetSet that generated it, if one did.
+	Set  string
+	Live *targetLive
 }
 
 // targetLive is the part of the target page that follows the cluster.
@@ -82,7 +84,7 @@ func (s *Server) target(ctx context.Context, key client.ObjectKey) (*targetPage,
 	}
 	p := &targetPage{Namespace: st.Namespace, Name: st.Name, URL: sources.RedactURL(st.Spec.Source.URL),
 		Ref: actions.DescribeRef(st.Spec.Source.Ref), Path: st.Spec.Path, Suspended: st.Spec.Suspend, Live: live,
-		Chart: chartOf(st), Cluster: clusterOf(st)}
+		Chart: chartOf(st), Cluster: clusterOf(st), Set: st.Labels[convergev1.SetLabel]}
 	if st.Spec.Helm != nil && p.Chart == nil {
 		p.Helm = helmInGit(st)
 	}
@@ -217,6 +219,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, errNotFound) {
 		code = http.StatusNotFound
 		msg = fmt.Sprintf("SyncTarget %s not found", keyOf(r))
+	}
+	if errors.Is(err, errSetNotFound) {
+		code = http.StatusNotFound
+		msg = fmt.Sprintf("SyncTargetSet %s not found", keyOf(r))
 	}
 	s.renderStatus(w, r, code, "error", map[string]any{"Code": code, "Message": msg})
 }
