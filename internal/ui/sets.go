@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,7 +83,7 @@ func (s *Server) setPage(ctx context.Context, key client.ObjectKey) (*setPage, e
 	if err != nil {
 		return nil, err
 	}
-	p := &setPage{Namespace: set.Namespace, Name: set.Name, State: setState(set), Conditions: set.Status.Conditions,
+	p := &setPage{Namespace: set.Namespace, Name: set.Name, State: stateOfConditions(set.Status.Conditions), Conditions: set.Status.Conditions,
 		Strategy: strategyOf(set.Spec.Strategy)}
 	for _, g := range set.Spec.Generators {
 		p.Generators = append(p.Generators, describeGenerator(g))
@@ -120,22 +119,6 @@ func (s *Server) setPage(ctx context.Context, key client.ObjectKey) (*setPage, e
 	sort.SliceStable(p.Targets, func(i, j int) bool { return p.Targets[i].Name < p.Targets[j].Name })
 	p.Steps = rolloutSteps(set)
 	return p, nil
-}
-
-// setState is a set's state as its conditions say.
-func setState(set *convergev1.SyncTargetSet) string {
-	conds := set.Status.Conditions
-	switch {
-	case apimeta.IsStatusConditionTrue(conds, convergev1.StalledCondition):
-		return stateStalled
-	case apimeta.IsStatusConditionTrue(conds, convergev1.ReconcilingCondition):
-		return stateProgressing
-	case apimeta.IsStatusConditionTrue(conds, convergev1.ReadyCondition):
-		return stateReady
-	case apimeta.IsStatusConditionFalse(conds, convergev1.ReadyCondition):
-		return stateFailed
-	}
-	return stateUnknown
 }
 
 func stepsOf(set *convergev1.SyncTargetSet) []convergev1.RolloutStep {

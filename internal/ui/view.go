@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -27,10 +28,16 @@ var allStates = []string{stateReady, stateProgressing, stateFailed, stateStalled
 
 // stateOf is the one state a SyncTarget is shown in.
 func stateOf(st *convergev1.SyncTarget) string {
-	conds := st.Status.Conditions
-	switch {
-	case st.Spec.Suspend:
+	if st.Spec.Suspend {
 		return stateSuspended
+	}
+	return stateOfConditions(st.Status.Conditions)
+}
+
+// stateOfConditions is the state that Stalled, Reconciling and Ready say, in that order
+// (a SyncTarget's or a SyncTargetSet's).
+func stateOfConditions(conds []metav1.Condition) string {
+	switch {
 	case apimeta.IsStatusConditionTrue(conds, convergev1.StalledCondition):
 		return stateStalled
 	case apimeta.IsStatusConditionTrue(conds, convergev1.ReconcilingCondition):
