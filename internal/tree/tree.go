@@ -21,6 +21,8 @@ import (
 
 // Node is one object of the inventory and its live health.
 type Node struct {
+	// ID is the object's inventory entry ID.
+	ID         string
 	APIVersion string
 	Kind       string
 	Namespace  string
@@ -91,11 +93,12 @@ func LoadWith(ctx context.Context, c client.Reader, st *convergev1.SyncTarget, o
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			if opts.MayRead != nil && !opts.MayRead(ctx, id) {
-				nodes[i] = Node{APIVersion: id.GetAPIVersion(), Kind: id.GetKind(), Namespace: id.GetNamespace(), Name: id.GetName(),
-					Status: health.Unknown, Message: forbiddenMessage}
+				nodes[i] = Node{ID: e.ID, APIVersion: id.GetAPIVersion(), Kind: id.GetKind(), Namespace: id.GetNamespace(),
+					Name: id.GetName(), Status: health.Unknown, Message: forbiddenMessage}
 				return
 			}
 			nodes[i] = read(ctx, c, id, st.Spec.HealthCheckExprs)
+			nodes[i].ID = e.ID
 		}()
 	}
 	wg.Wait()

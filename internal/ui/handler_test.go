@@ -146,7 +146,7 @@ func TestTargetPage(t *testing.T) {
 	g.Expect(body).NotTo(ContainSubstring(`data-to="main@sha1:`+sha(2)+`"`), "no rollback to the applied revision")
 	g.Expect(body).To(ContainSubstring(`<span class="tns">shop</span>`), "the tree")
 	g.Expect(body).To(ContainSubstring(`<span class="tkind">ConfigMap</span>`))
-	g.Expect(body).To(MatchRegexp(`<span class="badge ok">Current</span> web-config`))
+	g.Expect(body).To(MatchRegexp(`<span class="badge ok">Current</span> <a class="obj" href="/targets/shop/web/objects/[^"]+">web-config</a>`))
 	g.Expect(body).To(ContainSubstring("applied revision abc"), "the events")
 	g.Expect(body).To(ContainSubstring(`data-src="/targets/shop/web/diff"`))
 

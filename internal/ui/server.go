@@ -126,6 +126,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /targets/{ns}/{name}/diff", s.serveDiff)
 	s.mux.HandleFunc("POST /targets/{ns}/{name}/{action}", s.serveAction)
 	s.mux.HandleFunc("GET /sets/{ns}/{name}", s.serveSet)
+	s.mux.HandleFunc("GET /targets/{ns}/{name}/objects/{id}", s.serveObject)
 	s.mux.HandleFunc("GET /events", s.serveEvents)
 	if s.opts.InCluster != nil {
 		s.mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) { s.loginPage(w, r, http.StatusOK, "") })

@@ -220,6 +220,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code = http.StatusNotFound
 		msg = fmt.Sprintf("SyncTarget %s not found", keyOf(r))
 	}
+	if errors.Is(err, errNoSuchObject) {
+		code = http.StatusNotFound
+		msg = fmt.Sprintf("SyncTarget %s has no object %s in its inventory", keyOf(r), r.PathValue("id"))
+	}
 	if errors.Is(err, errSetNotFound) {
 		code = http.StatusNotFound
 		msg = fmt.Sprintf("SyncTargetSet %s not found", keyOf(r))
