@@ -137,6 +137,12 @@ chromium: ## Install Debian's chromium for the web UI's browser tests, unless a 
 	    else echo "chromium is missing and cannot be installed without root: the browser tests will skip (outside CI)"; exit 0; fi; \
 	    $$sudo apt-get update && $$sudo apt-get install -y chromium; }
 
+.PHONY: ui-screenshots
+ui-screenshots: chromium ## Refresh the web UI's screenshots in docs/ui/ from its browser tests (README shows them).
+	go test -count=1 -run '^(TestPagesInTheBrowser|TestSetInTheBrowser|TestObjectInTheBrowser)$$' ./internal/ui/
+	mkdir -p docs/ui
+	for page in overview-sets target set object; do cp bin/ui-shots/memory-$$page.png docs/ui/$$page.png; done
+
 .PHONY: e2e
 e2e: controlplane chromium ## Run the end-to-end suite: the real binary against a local cluster and git servers.
 	go test -count=1 -timeout 20m -v ./e2e/
