@@ -46,6 +46,9 @@ type WebhookTarget struct {
 	Secret []byte
 	// Name identifies the target in logs, e.g. "<namespace>/<name>".
 	Name string
+	// Wake, when set, is called in place of a poll: the target is no source but something
+	// a webhook of the repository wakes (a SyncTargetSet listing its pull requests).
+	Wake func()
 }
 
 // WebhookTargets finds the targets that follow a repository.
@@ -322,6 +325,11 @@ func (h *webhookHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byt
 func (h *webhookHandler) triggerAll(ctx context.Context, log logr.Logger, valid []WebhookTarget) (triggered int, full bool) {
 	seen := map[Key]bool{}
 	for _, t := range valid {
+		if t.Wake != nil {
+			t.Wake()
+			triggered++
+			continue
+		}
 		key := t.Key
 		if t.SourceKey != nil {
 			k, err := t.SourceKey(ctx)

@@ -65,8 +65,112 @@ type GitDirectoriesGenerator struct {
 	Exclude []string `json:"exclude,omitempty"`
 }
 
+// ForgeType is a forge whose pull requests a pullRequests generator lists.
+// +kubebuilder:validation:Enum=github;gitlab;gitea;bitbucket
+type ForgeType string
+
+// The forges of pullRequests generators.
+const (
+	GitHubForge    ForgeType = "github"
+	GitLabForge    ForgeType = "gitlab"
+	GiteaForge     ForgeType = "gitea"
+	BitbucketForge ForgeType = "bitbucket"
+)
+
+// PullRequestsGenerator yields one parameter set per open pull request (merge request) of
+// a repository on a forge that passes its filters: number, branch, targetBranch, headSHA,
+// shortSHA, headRef (the ref that holds the head in the repository itself, such as
+// refs/pull/7/head), slug (the branch as a DNS label), author, labels (comma-separated)
+// and url. A pull request from a fork, or from an author the forge does not give write
+// access, yields nothing until it carries approvalLabel.
+type PullRequestsGenerator struct {
+	// Provider is the forge: github, gitlab, gitea (Gitea and Forgejo) or bitbucket.
+	// +required
+	Provider ForgeType `json:"provider"`
+
+	// Address is the forge's API base (GitHub Enterprise: https://host/api/v3; GitLab,
+	// Gitea: the server's root); unset, the provider's public service.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^https?://[^\s/?#]+(/[^\s?#]*)?$')`,message="must be an http:// or https:// URL without query or fragment"
+	// +optional
+	Address string `json:"address,omitempty"`
+
+	// Repository on the forge: owner/repo (GitLab: group/subgroup/project; Bitbucket:
+	// workspace/repo).
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)+$') && !self.contains('..')`,message="must be owner/repo"
+	// +required
+	Repository string `json:"repository"`
+
+	// TokenSecretRef names a Secret of the set's namespace whose "token" key is sent, to
+	// the forge's API host only, to list pull requests and ask a user's permission.
+	// +optional
+	TokenSecretRef *LocalObjectReference `json:"tokenSecretRef,omitempty"`
+
+	// TargetBranches keeps the pull requests into these branches; unset, into any.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=255
+	// +optional
+	TargetBranches []string `json:"targetBranches,omitempty"`
+
+	// Labels keeps the pull requests that carry every one of these labels.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=255
+	// +optional
+	Labels []string `json:"labels,omitempty"`
+
+	// IncludeDrafts keeps draft pull requests too.
+	// +optional
+	IncludeDrafts bool `json:"includeDrafts,omitempty"`
+
+	// ApprovalLabel is the label a maintainer adds to a pull request from a fork, or from
+	// an author without write access to the repository, to have it deployed (the forge
+	// lets only those it trusts add labels). Bitbucket has no labels: there, only pull
+	// requests from the repository's own branches are deployed.
+	// +kubebuilder:default=preview-approved
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	ApprovalLabel string `json:"approvalLabel,omitempty"`
+
+	// MaxPreviews caps the pull requests that yield a preview: the most recently
+	// updated are kept, the others wait (the set's status names them).
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=200
+	// +optional
+	MaxPreviews *int32 `json:"maxPreviews,omitempty"`
+
+	// TTL removes the preview of a pull request not updated for this long.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$') && duration(self) > duration('0s')`,message="must be a positive duration such as 30s, 5m or 1h30m"
+	// +optional
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// Interval between listings of the pull requests (default 1m); the forge's
+	// pull-request webhook lists at once.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$') && duration(self) >= duration('10s')`,message="must be a duration of at least 10s"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// WebhookSecretRef names a Secret whose "token" key signs the forge's webhooks for
+	// this repository (as a SyncTarget's webhookSecretRef): a signed pull-request event
+	// lists the pull requests at once.
+	// +optional
+	WebhookSecretRef *LocalObjectReference `json:"webhookSecretRef,omitempty"`
+
+	// ServiceAccountName is the service account the previews run as: the template's
+	// spec.serviceAccountName must name it, as written, or the set is refused.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ServiceAccountName string `json:"serviceAccountName"`
+}
+
 // BaseGenerator is one generator: exactly one field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.list), has(self.clusters), has(self.gitDirectories)].filter(x, x).size() == 1",message="exactly one of list, clusters or gitDirectories must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.list), has(self.clusters), has(self.gitDirectories), has(self.pullRequests)].filter(x, x).size() == 1",message="exactly one of list, clusters, gitDirectories or pullRequests must be set"
 type BaseGenerator struct {
 	// +optional
 	List *ListGenerator `json:"list,omitempty"`
@@ -74,6 +178,8 @@ type BaseGenerator struct {
 	Clusters *ClustersGenerator `json:"clusters,omitempty"`
 	// +optional
 	GitDirectories *GitDirectoriesGenerator `json:"gitDirectories,omitempty"`
+	// +optional
+	PullRequests *PullRequestsGenerator `json:"pullRequests,omitempty"`
 }
 
 // MatrixGenerator yields the product of two generators: every pair of their parameter
@@ -86,7 +192,7 @@ type MatrixGenerator struct {
 }
 
 // Generator yields parameter sets: exactly one field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.list), has(self.clusters), has(self.gitDirectories), has(self.matrix)].filter(x, x).size() == 1",message="exactly one of list, clusters, gitDirectories or matrix must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.list), has(self.clusters), has(self.gitDirectories), has(self.pullRequests), has(self.matrix)].filter(x, x).size() == 1",message="exactly one of list, clusters, gitDirectories, pullRequests or matrix must be set"
 type Generator struct {
 	// +optional
 	List *ListGenerator `json:"list,omitempty"`
@@ -94,6 +200,8 @@ type Generator struct {
 	Clusters *ClustersGenerator `json:"clusters,omitempty"`
 	// +optional
 	GitDirectories *GitDirectoriesGenerator `json:"gitDirectories,omitempty"`
+	// +optional
+	PullRequests *PullRequestsGenerator `json:"pullRequests,omitempty"`
 	// +optional
 	Matrix *MatrixGenerator `json:"matrix,omitempty"`
 }
@@ -193,6 +301,32 @@ type GeneratedTarget struct {
 	Pending bool `json:"pending,omitempty"`
 }
 
+// PullRequestState is an open pull request a pullRequests generator read: the
+// SyncTargets it yields, or why it yields none.
+type PullRequestState struct {
+	// Number of the pull request (GitLab: its iid).
+	Number int64 `json:"number"`
+	// URL of its page on the forge.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Author is its author's login.
+	// +optional
+	Author string `json:"author,omitempty"`
+	// Branch is its head branch.
+	// +optional
+	Branch string `json:"branch,omitempty"`
+	// HeadSHA is its head commit.
+	// +optional
+	HeadSHA string `json:"headSHA,omitempty"`
+	// SyncTargets are the SyncTargets it yields.
+	// +optional
+	SyncTargets []string `json:"syncTargets,omitempty"`
+	// Waiting says why it yields no SyncTarget (a fork without the approval label, a
+	// draft, the cap of previews, the ttl).
+	// +optional
+	Waiting string `json:"waiting,omitempty"`
+}
+
 // SyncTargetSetStatus is what the set generated.
 type SyncTargetSetStatus struct {
 	// ObservedGeneration is the generation last acted on.
@@ -212,6 +346,10 @@ type SyncTargetSetStatus struct {
 	// CurrentStep is the rollout step being rolled out.
 	// +optional
 	CurrentStep int32 `json:"currentStep,omitempty"`
+
+	// PullRequests are the open pull requests of the pullRequests generators, by number.
+	// +optional
+	PullRequests []PullRequestState `json:"pullRequests,omitempty"`
 }
 
 // SyncTargetSet generates SyncTargets from a template and generators.

@@ -251,22 +251,31 @@ func (o *serveOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := o.addWebhooks(ctx, mgr, r); err != nil {
-		return err
-	}
 	if err := o.ui.addTo(mgr, cfg); err != nil {
 		return err
 	}
+	if err := o.addControllers(ctx, mgr, r); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// addControllers registers the SyncTarget, Notifier and SyncTargetSet controllers with
+// mgr, and the webhook receiver, which wakes the SyncTargets' pollers and the sets that
+// list pull requests.
+func (o *serveOptions) addControllers(ctx context.Context, mgr ctrl.Manager, r *reconciler.Reconciler) error {
 	if err := r.SetupWithManager(ctx, mgr, reconciler.Options{Concurrency: o.manager.concurrency}); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
 	}
 	if _, err := notify.SetupWithManager(mgr, notify.Options{}); err != nil {
 		return fmt.Errorf("setting up the notifier controller: %w", err)
 	}
-	if _, err := fleet.SetupWithManager(mgr, fleet.Options{Cache: o.source.setCache(), Polls: r.Scheduler().Polls()}); err != nil {
+	sets, err := fleet.SetupWithManager(mgr, fleet.Options{Cache: o.source.setCache(), Polls: r.Scheduler().Polls(),
+		AllowLoopback: o.sync.allowLoopbackClusters})
+	if err != nil {
 		return fmt.Errorf("setting up the SyncTargetSet controller: %w", err)
 	}
-	return mgr.Start(ctx)
+	return o.addWebhooks(ctx, mgr, r, sets)
 }
 
 // newManager is the controller manager the daemon runs in, with its probes.
@@ -320,7 +329,7 @@ func (o *managerOptions) newManager(cfg *rest.Config) (ctrl.Manager, error) {
 }
 
 // addWebhooks runs the push webhook receiver with mgr, when --webhook-bind-address asks for it.
-func (o *serveOptions) addWebhooks(ctx context.Context, mgr ctrl.Manager, r *reconciler.Reconciler) error {
+func (o *serveOptions) addWebhooks(ctx context.Context, mgr ctrl.Manager, r *reconciler.Reconciler, sets *fleet.Reconciler) error {
 	if o.source.webhookAddr == "" {
 		return nil
 	}
@@ -329,11 +338,28 @@ func (o *serveOptions) addWebhooks(ctx context.Context, mgr ctrl.Manager, r *rec
 		return err
 	}
 	hooks.TokenTTL = o.source.webhookTokenTTL
+	if l, ok := sets.PullRequests.(*fleet.ForgeLister); ok {
+		hooks.Sets = setHooks{l}
+	}
 	srv := sources.NewWebhookServer(o.source.webhookAddr, sources.NewWebhookHandler(hooks, hooks, sources.WebhookOptions{
 		Log: ctrl.Log.WithName("webhook"), RateLimit: o.source.webhookRateLimit, RateBurst: o.source.webhookRateBurst,
 	}))
 	return mgr.Add(webhookServer{srv: srv})
 }
+
+// setHooks gives the webhook receiver the SyncTargetSets that list a repository's pull
+// requests.
+type setHooks struct{ l *fleet.ForgeLister }
+
+func (h setHooks) HooksForRepo(repo string) []webhook.SetHook {
+	var out []webhook.SetHook
+	for _, p := range h.l.HooksForRepo(repo) {
+		out = append(out, webhook.SetHook{Set: p.Set, Secret: p.Secret})
+	}
+	return out
+}
+
+func (h setHooks) WakeSet(set client.ObjectKey) { h.l.WakeSet(set) }
 
 // webhookServer runs the push webhook receiver with the manager, on every replica:
 // webhooks are accepted by all of them, and announced to the replica that reconciles

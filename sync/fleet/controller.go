@@ -46,6 +46,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Dirs lists the directories of Git sources.
 	Dirs Directories
+	// PullRequests lists the open pull requests of forges.
+	PullRequests PullRequests
 	// Schema validates renderings in process (see validate).
 	Schema *Schema
 	// Limits bound the template work of one reconcile.
@@ -67,6 +69,9 @@ type Options struct {
 	// generators are polled by it (shared with the SyncTargets', at their interval or cron
 	// schedule, at once on a push), and a set is reconciled when one of them moves.
 	Polls *poll.Scheduler[sources.Key, sources.Source, sources.Polled]
+	// AllowLoopback lets the forges of pullRequests generators be at loopback or
+	// link-local addresses (tests; --allow-loopback-clusters).
+	AllowLoopback bool
 }
 
 // SetupWithManager creates the controller and registers it with mgr: it watches sets
@@ -84,10 +89,11 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 	}
 	wake := make(chan event.GenericEvent, 1024)
 	r := &Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Dirs:      &GitLister{Reader: mgr.GetAPIReader(), Cache: cache, Timeout: o.Cache.FetchTimeout, Polls: o.Polls, Wake: wake},
-		Schema:    schema,
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		Dirs:         &GitLister{Reader: mgr.GetAPIReader(), Cache: cache, Timeout: o.Cache.FetchTimeout, Polls: o.Polls, Wake: wake},
+		PullRequests: &ForgeLister{Reader: mgr.GetAPIReader(), Wake: wake, AllowLoopback: o.AllowLoopback},
+		Schema:       schema,
 	}
 	workers := o.Workers
 	if workers <= 0 {
@@ -107,11 +113,13 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 // gone (generation 0) or its spec changed since they were made: its next listing subscribes
 // to what its generators follow now.
 func (r *Reconciler) forgetSources(set client.ObjectKey, generation int64) {
-	l, ok := r.Dirs.(*GitLister)
-	if !ok {
+	if !r.listed.changed(set, generation) {
 		return
 	}
-	if r.listed.changed(set, generation) {
+	if l, ok := r.Dirs.(*GitLister); ok {
+		l.Forget(set)
+	}
+	if l, ok := r.PullRequests.(*ForgeLister); ok {
 		l.Forget(set)
 	}
 }
@@ -177,7 +185,11 @@ func (r *Reconciler) finalize(ctx context.Context, set *convergev1.SyncTargetSet
 // sync is one pass: generate, render, validate every rendering, then write the rollout's
 // share and delete (or release) what is no longer generated.
 func (r *Reconciler) sync(ctx context.Context, set *convergev1.SyncTargetSet) (ctrl.Result, error) {
-	gen, err := Generate(ctx, Env{Namespace: set.Namespace, Set: set.Name, Secrets: r.APIReader, Dirs: r.Dirs}, set.Spec.Generators)
+	if err := checkPreviewIdentity(set); err != nil {
+		return ctrl.Result{}, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)
+	}
+	gen, err := Generate(ctx, Env{Namespace: set.Namespace, Set: set.Name, Secrets: r.APIReader, Dirs: r.Dirs,
+		PullRequests: r.PullRequests}, set.Spec.Generators)
 	if err != nil {
 		reason := convergev1.GenerationFailedReason
 		if errors.Is(err, sources.ErrVerificationFailed) {

@@ -46,6 +46,10 @@ type Env struct {
 	Secrets client.Reader
 	// Dirs lists Git directories.
 	Dirs Directories
+	// PullRequests lists the open pull requests of forges.
+	PullRequests PullRequests
+	// Now is the time (default: time.Now), for the ttl of pull requests.
+	Now func() time.Time
 }
 
 // Generated is what the generators yielded: the parameter sets in order, and how long
@@ -59,6 +63,11 @@ type Generated struct {
 	// Refused says, for each gitDirectories generator whose source's current revision did
 	// not verify, why: it yielded the directories of the last revision that did.
 	Refused []string
+	// PullRequests are the pull requests pullRequests generators read, and what became of
+	// each.
+	PullRequests []convergev1.PullRequestState
+	// Held says what a generator left out that the set's status should tell.
+	Held []string
 }
 
 // add appends o's parameter sets and what it says, prefixed with where it comes from.
@@ -71,6 +80,10 @@ func (g *Generated) add(prefix string, o Generated) {
 	for _, r := range o.Refused {
 		g.Refused = append(g.Refused, prefix+r)
 	}
+	for _, h := range o.Held {
+		g.Held = append(g.Held, prefix+h)
+	}
+	g.PullRequests = append(g.PullRequests, o.PullRequests...)
 }
 
 // Generate runs every generator of the set and concatenates their parameter sets.
@@ -108,7 +121,8 @@ func generatorOf(g convergev1.Generator) (generator, error) {
 	if g.Matrix != nil {
 		return matrixGenerator{g.Matrix}, nil
 	}
-	return baseGeneratorOf(convergev1.BaseGenerator{List: g.List, Clusters: g.Clusters, GitDirectories: g.GitDirectories})
+	return baseGeneratorOf(convergev1.BaseGenerator{List: g.List, Clusters: g.Clusters, GitDirectories: g.GitDirectories,
+		PullRequests: g.PullRequests})
 }
 
 // baseGeneratorOf is the generator g sets, of those a matrix combines.
@@ -120,6 +134,8 @@ func baseGeneratorOf(g convergev1.BaseGenerator) (generator, error) {
 		return clustersGenerator{g.Clusters}, nil
 	case g.GitDirectories != nil:
 		return gitDirectoriesGenerator{g.GitDirectories}, nil
+	case g.PullRequests != nil:
+		return pullRequestsGenerator{g.PullRequests}, nil
 	}
 	return nil, errors.New("no generator set")
 }

@@ -52,6 +52,7 @@ func (r *Reconciler) report(ctx context.Context, set *convergev1.SyncTargetSet, 
 	orig := set.DeepCopy()
 	set.Status.Targets = generatedTargets(targets, p)
 	set.Status.CurrentStep = int32(p.CurrentStep)
+	set.Status.PullRequests = pullRequestStates(gen.PullRequests, targets)
 	set.Status.ObservedGeneration = set.Generation
 	apimeta.RemoveStatusCondition(&set.Status.Conditions, convergev1.StalledCondition)
 	switch {
@@ -73,7 +74,41 @@ func (r *Reconciler) report(ctx context.Context, set *convergev1.SyncTargetSet, 
 		apimeta.RemoveStatusCondition(&set.Status.Conditions, convergev1.ReconcilingCondition)
 	}
 	reportVerification(set, gen, p.Failed != nil)
+	if len(gen.Held) > 0 {
+		setCondition(set, convergev1.ReadyCondition, metav1.ConditionFalse, convergev1.GenerationFailedReason,
+			strings.Join(gen.Held, "; "))
+	}
 	return r.patchStatus(ctx, orig, set)
+}
+
+// pullRequestStates are the pull requests read, each with the SyncTargets rendered from
+// its parameters (its url), in the order of their numbers.
+func pullRequestStates(prs []convergev1.PullRequestState, targets []*Target) []convergev1.PullRequestState {
+	if len(prs) == 0 {
+		return nil
+	}
+	byURL := map[string][]string{}
+	for _, t := range targets {
+		if u := t.Params["url"]; u != "" {
+			byURL[u] = append(byURL[u], t.Name)
+		}
+	}
+	out := make([]convergev1.PullRequestState, 0, len(prs))
+	seen := map[string]bool{}
+	for _, pr := range prs {
+		id := pr.URL + "\x00" + fmt.Sprint(pr.Number)
+		if seen[id] {
+			continue // a matrix reads the same pull request for each of its other side's sets
+		}
+		seen[id] = true
+		if pr.Waiting == "" {
+			pr.SyncTargets = byURL[pr.URL]
+			sort.Strings(pr.SyncTargets)
+		}
+		out = append(out, pr)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Number < out[j].Number })
+	return out
 }
 
 // reportVerification sets SourceVerified when a gitDirectories source has verify: False

@@ -38,6 +38,10 @@ var (
 
 var cacheDir string
 
+// forges is the controller's pull request lister: a test wakes a set through it as a
+// signed webhook of the forge does.
+var forges *ForgeLister
+
 // stopManager stops the controller's manager and waits for it, before the cluster stops.
 var stopManager = func() {}
 
@@ -87,9 +91,11 @@ func runController(c *localcluster.Cluster, cacheDir string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := SetupWithManager(mgr, Options{Cache: sources.CacheOptions{Dir: cacheDir}}); err != nil {
+	r, err := SetupWithManager(mgr, Options{Cache: sources.CacheOptions{Dir: cacheDir}, AllowLoopback: true})
+	if err != nil {
 		return err
 	}
+	forges = r.PullRequests.(*ForgeLister)
 	cl, err := client.New(c.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		return err

@@ -57,6 +57,9 @@ type Dispatcher struct {
 	TokenTTL time.Duration
 	// Clock times TokenTTL (default: the real clock).
 	Clock clock.PassiveClock
+	// Sets, when set, finds the SyncTargetSets a webhook of a repository wakes (those
+	// listing its pull requests), each signed with its own Secret as a SyncTarget is.
+	Sets SetHooks
 
 	init   sync.Once
 	tokens *ttlCache[[]byte]      // by Secret namespace/name
@@ -121,7 +124,44 @@ func (w *Dispatcher) TargetsForRepo(ctx context.Context, repo string) ([]sources
 			Name:      client.ObjectKeyFromObject(st).String(),
 		})
 	}
-	return out, nil
+	return append(out, w.setTargets(ctx, repo, tokens)...), nil
+}
+
+// SetHooks finds the SyncTargetSets that a webhook of a repository wakes.
+type SetHooks interface {
+	// HooksForRepo returns the sets following repo (a normalized URL).
+	HooksForRepo(repo string) []SetHook
+	// WakeSet wakes a set whose Secret signed a webhook.
+	WakeSet(set client.ObjectKey)
+}
+
+// SetHook is a set a webhook wakes, and the Secret whose "token" signs its webhooks.
+type SetHook struct {
+	Set    client.ObjectKey
+	Secret client.ObjectKey
+}
+
+// setTargets are the sets following repo as webhook targets: one whose Secret signed the
+// request is woken, not polled.
+func (w *Dispatcher) setTargets(ctx context.Context, repo string, tokens map[client.ObjectKey][]byte) []sources.WebhookTarget {
+	if w.Sets == nil {
+		return nil
+	}
+	var out []sources.WebhookTarget
+	for _, h := range w.Sets.HooksForRepo(repo) {
+		token, ok := tokens[h.Secret]
+		if !ok {
+			token, _ = w.tokens.get(ctx, h.Secret.String(), func(ctx context.Context) ([]byte, error) { return w.readToken(ctx, h.Secret) })
+			tokens[h.Secret] = token
+		}
+		if len(token) == 0 {
+			continue
+		}
+		set := h.Set
+		out = append(out, sources.WebhookTarget{Secret: token, Name: "SyncTargetSet " + set.String(),
+			Wake: func() { w.Sets.WakeSet(set) }})
+	}
+	return out
 }
 
 // readToken reads the token of a webhook Secret.
