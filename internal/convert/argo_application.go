@@ -240,6 +240,8 @@ func (c *conv) revision(rev string) convergev1.GitRef {
 	switch {
 	case rev == "" || rev == "HEAD":
 		ref, as = convergev1.GitRef{Branch: "main"}, "the default branch, assumed to be main: check it"
+	case strings.Contains(rev, "{{") && strings.Contains(rev, "head_sha"):
+		ref, as = convergev1.GitRef{Commit: rev}, "the pull request's head commit"
 	case strings.Contains(rev, "{{"):
 		ref, as = convergev1.GitRef{Branch: rev}, "a branch"
 	case strings.HasPrefix(rev, "refs/"):

@@ -16,6 +16,7 @@ type setTarget struct {
 	spec       *convergev1.SyncTargetSetSpec
 	goTemplate bool
 	clusters   bool // a clusters generator yields the parameters
+	previews   bool // a pullRequests generator yields the parameters
 }
 
 // applicationSet converts an Argo CD ApplicationSet into a SyncTargetSet named after it.
@@ -88,13 +89,14 @@ func (c *conv) generator(g map[string]any, t *setTarget) (convergev1.Generator, 
 		return convergev1.Generator{Matrix: &mg}, true
 	}
 	b, ok := c.baseGenerator(g, t)
-	return convergev1.Generator{List: b.List, Clusters: b.Clusters, GitDirectories: b.GitDirectories}, ok
+	return convergev1.Generator{List: b.List, Clusters: b.Clusters, GitDirectories: b.GitDirectories,
+		PullRequests: b.PullRequests}, ok
 }
 
 func (c *conv) baseGenerator(g map[string]any, t *setTarget) (convergev1.BaseGenerator, bool) {
 	var b convergev1.BaseGenerator
 	mapFields(c, g, &baseTarget{b: &b, set: t}, generatorRules, generatorLost)
-	return b, b.List != nil || b.Clusters != nil || b.GitDirectories != nil
+	return b, b.List != nil || b.Clusters != nil || b.GitDirectories != nil || b.PullRequests != nil
 }
 
 type baseTarget struct {
@@ -103,10 +105,9 @@ type baseTarget struct {
 }
 
 var generatorLost = map[string]string{
-	"matrix":                  "converge's matrix combines two list, clusters or gitDirectories generators, not another matrix",
+	"matrix":                  "converge's matrix combines two list, clusters, gitDirectories or pullRequests generators, not another matrix",
 	"merge":                   "converge has no merge generator: write the merged parameters in a list",
 	"scmProvider":             "converge has no SCM provider generator: list the repositories",
-	"pullRequest":             "converge has no pull request generator",
 	"clusterDecisionResource": "converge has no cluster decision resource generator: use the clusters generator",
 	"plugin":                  "converge has no generator plugins",
 	"selector":                "converge has no post-selector of parameters",
@@ -118,6 +119,7 @@ var generatorRules = []rule[*baseTarget]{
 		t.b.Clusters, t.set.clusters = c.clustersGenerator(asMap(v)), true
 	}},
 	{"git", func(c *conv, v any, t *baseTarget) { t.b.GitDirectories = c.gitGenerator(asMap(v)) }},
+	{"pullRequest", func(c *conv, v any, t *baseTarget) { t.b.PullRequests = c.pullRequestGenerator(asMap(v), t.set) }},
 }
 
 func (c *conv) listGenerator(m map[string]any) *convergev1.ListGenerator {
@@ -221,6 +223,9 @@ func (c *conv) template(m map[string]any, t *setTarget) {
 	sc.clusters = t.clusters
 	if !sc.appSpec(asMap(m["spec"]), &s) {
 		return
+	}
+	if t.previews {
+		s.ServiceAccountName = previewServiceAccount
 	}
 	raw, err := json.Marshal(s)
 	if err != nil {

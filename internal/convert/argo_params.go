@@ -15,6 +15,11 @@ var (
 	argoParams = map[string]string{
 		"nameNormalized":          "name",
 		"path.basenameNormalized": "path.basename",
+		// the pullRequest generator's
+		"branch_slug":    "slug",
+		"target_branch":  "targetBranch",
+		"head_sha":       "headSHA",
+		"head_short_sha": "shortSHA",
 	}
 )
 

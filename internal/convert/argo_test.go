@@ -5,6 +5,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 )
@@ -358,7 +361,7 @@ kind: ApplicationSet
 metadata: {name: prs, namespace: argocd}
 spec:
   generators:
-    - pullRequest: {github: {owner: acme, repo: app}}
+    - scmProvider: {github: {organization: acme}}
   template:
     metadata: {name: 'pr-{{number}}'}
     spec:
@@ -392,7 +395,7 @@ func TestConvertArgoApplicationSetsUnsupported(t *testing.T) {
 	if _, ok := docs["SyncTargetSet/prs"]; ok {
 		t.Error("a set without a convertible generator was printed")
 	}
-	problem(t, res, "ApplicationSet argocd/prs", "spec.generators[0].pullRequest")
+	problem(t, res, "ApplicationSet argocd/prs", "spec.generators[0].scmProvider")
 	staged, _ := setSpec(t, docs, "staged")
 	if staged.Spec.Strategy != nil {
 		t.Errorf("a step converge cannot express leaves the rollout all at once, with a comment: %+v", staged.Spec.Strategy)
@@ -457,5 +460,77 @@ spec:
 	}
 	if !res.Failed() {
 		t.Error("the result does not say it failed")
+	}
+}
+
+const argoPullRequests = `
+apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {name: previews, namespace: argocd}
+spec:
+  goTemplate: false
+  generators:
+    - pullRequest:
+        github:
+          owner: acme
+          repo: app
+          api: https://ghe.acme.example/api/v3
+          tokenRef: {secretName: github-token, key: token}
+          labels: [preview]
+        filters:
+          - targetBranchMatch: "^main$"
+          - branchMatch: "feature-.*"
+        requeueAfterSeconds: 120
+  template:
+    metadata: {name: 'app-{{branch_slug}}-{{number}}'}
+    spec:
+      project: default
+      source: {repoURL: https://ghe.acme.example/acme/app.git, targetRevision: '{{head_sha}}', path: deploy}
+      destination: {server: https://kubernetes.default.svc, namespace: 'preview-{{number}}'}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {name: mrs, namespace: argocd}
+spec:
+  generators:
+    - pullRequest:
+        gitlab: {project: "1234", api: https://gitlab.acme.example/, pullRequestState: merged}
+  template:
+    metadata: {name: 'mr-{{number}}'}
+    spec:
+      project: default
+      source: {repoURL: https://gitlab.acme.example/acme/app.git, targetRevision: '{{head_sha}}', path: deploy}
+      destination: {server: https://kubernetes.default.svc, namespace: 'mr-{{number}}'}
+`
+
+func TestConvertArgoPullRequestGenerator(t *testing.T) {
+	res, out := convertString(t, argoPullRequests)
+	docs := documents(t, out)
+	set, spec := setSpec(t, docs, "previews")
+	pr := set.Spec.Generators[0].PullRequests
+	if pr == nil {
+		t.Fatalf("no pullRequests generator:\n%s", out)
+	}
+	want := convergev1.PullRequestsGenerator{Provider: convergev1.GitHubForge, Address: "https://ghe.acme.example/api/v3",
+		Repository: "acme/app", TokenSecretRef: &convergev1.LocalObjectReference{Name: "github-token"},
+		TargetBranches: []string{"main"}, Labels: []string{"preview"}, ServiceAccountName: "preview",
+		Interval: &metav1.Duration{Duration: 120 * time.Second}}
+	if !reflect.DeepEqual(*pr, want) {
+		t.Errorf("generator\n got %+v\nwant %+v", *pr, want)
+	}
+	if spec.ServiceAccountName != pr.ServiceAccountName {
+		t.Errorf("the template runs previews as %q, the generator says %q", spec.ServiceAccountName, pr.ServiceAccountName)
+	}
+	if spec.Source.Ref.Commit != "{{ .headSHA }}" {
+		t.Errorf("the head commit is followed as %+v", spec.Source.Ref)
+	}
+	if set.Spec.Template.Metadata.Name != "app-{{ .slug }}-{{ .number }}" {
+		t.Errorf("name %q", set.Spec.Template.Metadata.Name)
+	}
+	problem(t, res, "ApplicationSet argocd/previews", "spec.generators[0].pullRequest.filters[1].branchMatch")
+	problem(t, res, "ApplicationSet argocd/mrs", "spec.generators[0].pullRequest.gitlab.project")
+	problem(t, res, "ApplicationSet argocd/mrs", "spec.generators[0].pullRequest.gitlab.pullRequestState")
+	if !strings.Contains(out, "create it with the rights a pull request may have") {
+		t.Errorf("the output does not say which service account to create:\n%s", out)
 	}
 }
