@@ -35,6 +35,7 @@ type getOptions struct {
 	cli    cliOptions
 	output outputOptions
 	watch  bool
+	set    string
 }
 
 func newGetCommand() *cobra.Command {
@@ -49,7 +50,8 @@ of what it applied, how long ago it last synced, and what happened.
 		Example: `  converge get
   converge get -A
   converge get shop -n team-a -o yaml
-  converge get -w`,
+  converge get -w
+  converge get --set previews    # a set's SyncTargets, and the pull requests of its previews`,
 		Args:              usageArgs(cobra.MaximumNArgs(1)),
 		ValidArgsFunction: completeSyncTargets(&o.cli),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -63,6 +65,7 @@ of what it applied, how long ago it last synced, and what happened.
 	o.cli.BindFlags(cmd.Flags(), true)
 	o.output.BindFlags(cmd)
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "after listing, watch for changes and print each changed row")
+	cmd.Flags().StringVar(&o.set, "set", "", "list the SyncTargets the SyncTargetSet of this name generated, then the pull requests of its previews")
 	return cmd
 }
 
@@ -89,6 +92,9 @@ func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, name string
 	if name != "" {
 		opts = append(opts, client.MatchingFields{"metadata.name": name})
 	}
+	if o.set != "" {
+		opts = append(opts, client.MatchingLabels{convergev1.SetLabel: o.set})
+	}
 	p := &syncTargetPrinter{out: out, format: o.output.format, allNamespaces: o.cli.allNamespaces, now: time.Now}
 	listed := func(items []convergev1.SyncTarget) (bool, error) {
 		switch {
@@ -106,8 +112,10 @@ func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, name string
 		if err := c.List(ctx, list, opts...); err != nil {
 			return fmt.Errorf("listing SyncTargets: %w", err)
 		}
-		_, err := listed(list.Items)
-		return err
+		if _, err := listed(list.Items); err != nil || o.set == "" || p.format != outputTable {
+			return err
+		}
+		return printSetPullRequests(ctx, c, out, client.ObjectKey{Namespace: ns, Name: o.set}, list.Items)
 	}
 	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: cliScheme()})
 	if err != nil {
@@ -125,6 +133,9 @@ func (o *getOptions) namespace(name string) (string, error) {
 		return "", err
 	}
 	if o.cli.allNamespaces {
+		if o.set != "" {
+			return "", usageError(errors.New("--set names a SyncTargetSet of one namespace: use -n NAMESPACE, not -A"))
+		}
 		if name != "" {
 			return "", usageError(errors.New("a SyncTarget cannot be named together with -A; use -n NAMESPACE"))
 		}

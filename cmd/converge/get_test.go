@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -324,6 +325,44 @@ func TestGetAgainstAPIServer(t *testing.T) {
 			"team-b/legacy:Suspended", "team-b/web:True"}))
 		g.Expect(lines[4]).To(ContainSubstring("suspended; applied revision sha1:0a1b2c3"))
 		g.Expect(lines[5]).To(ContainSubstring("applying main@sha1:5eed5ee"))
+	})
+	t.Run("a set's SyncTargets and pull requests", func(t *testing.T) {
+		g := NewWithT(t)
+		a.namespace(t, "team-c")
+		preview := tableFixtures()[0].DeepCopy()
+		preview.Namespace, preview.Name = "team-c", "web-pr-7"
+		preview.Labels = map[string]string{convergev1.SetLabel: "previews"}
+		preview.ResourceVersion = ""
+		a.create(t, preview)
+		set := &convergev1.SyncTargetSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-c", Name: "previews"},
+			Spec: convergev1.SyncTargetSetSpec{
+				Generators: []convergev1.Generator{{List: &convergev1.ListGenerator{Elements: []map[string]string{{"a": "b"}}}}},
+				Template: convergev1.SyncTargetTemplate{Metadata: convergev1.SyncTargetTemplateMeta{Name: "x"},
+					Spec: apiextensionsv1.JSON{Raw: []byte(`{"source":{"url":"https://example.com/a.git","ref":{"branch":"main"}}}`)}}}}
+		g.Expect(a.c.Create(ctx, set)).To(Succeed())
+		set.Status.PullRequests = []convergev1.PullRequestState{
+			{Number: 7, URL: "https://github.com/acme/web/pull/7", Author: "dana", Branch: "feature/x", SyncTargets: []string{"web-pr-7"}},
+			{Number: 9, URL: "https://github.com/acme/web/pull/9", Author: "visitor", Branch: "evil\x1b[2J",
+				Waiting: "from a fork: waits for a maintainer to add the label \"preview-approved\""}}
+		g.Expect(a.c.Status().Update(ctx, set)).To(Succeed())
+
+		out, errOut, code := cliRun(ctx, a.kubeconfig, "get", "-n", "team-c", "--set", "previews")
+		g.Expect(code).To(Equal(0), errOut)
+		blocks := strings.Split(strings.TrimSpace(out), "\n\n")
+		g.Expect(blocks).To(HaveLen(2), out)
+		targets := strings.Split(blocks[0], "\n")
+		g.Expect(targets).To(HaveLen(2), "only the set's SyncTargets")
+		g.Expect(strings.Fields(targets[1])[0]).To(Equal("web-pr-7"))
+		prs := strings.Split(blocks[1], "\n")
+		g.Expect(prs).To(HaveLen(3))
+		g.Expect(prs[0]).To(HavePrefix("PULL REQUEST"))
+		g.Expect(strings.Fields(prs[1])).To(Equal([]string{"#7", "dana", "feature/x", "web-pr-7", "True", "https://github.com/acme/web/pull/7"}))
+		g.Expect(prs[2]).To(ContainSubstring(`from a fork: waits for a maintainer to add the label "preview-approved"`))
+		g.Expect(out).NotTo(ContainSubstring("\x1b"), "what a forge says is never a terminal escape")
+
+		_, errOut, code = cliRun(ctx, a.kubeconfig, "get", "-A", "--set", "previews")
+		g.Expect(code).To(Equal(2))
+		g.Expect(errOut).To(ContainSubstring("use -n NAMESPACE"))
 	})
 	t.Run("one by name as yaml and json", func(t *testing.T) {
 		g := NewWithT(t)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 
@@ -33,6 +34,18 @@ type setPage struct {
 	Strategy        string
 	Steps           []setStep
 	Targets         []setTarget
+	PullRequests    []setPullRequest
+}
+
+// setPullRequest is a pull request a pullRequests generator read: its preview
+// SyncTargets, or why it has none.
+type setPullRequest struct {
+	Number         int64
+	URL            string // its page on the forge; "" unless http(s)
+	Author, Branch string
+	Head           string
+	Previews       []setTarget
+	Waiting        string
 }
 
 // setStep is one rollout step: which SyncTargets it takes, how many are Ready, and
@@ -118,7 +131,36 @@ func (s *Server) setPage(ctx context.Context, key client.ObjectKey) (*setPage, e
 	}
 	sort.SliceStable(p.Targets, func(i, j int) bool { return p.Targets[i].Name < p.Targets[j].Name })
 	p.Steps = rolloutSteps(set)
+	p.PullRequests = pullRequestsOf(set, p.Targets)
 	return p, nil
+}
+
+// pullRequestsOf are the pull requests of the set's status, each with its SyncTargets as
+// the page shows them. A link goes only to an http(s) page.
+func pullRequestsOf(set *convergev1.SyncTargetSet, targets []setTarget) []setPullRequest {
+	byName := map[string]setTarget{}
+	for _, t := range targets {
+		byName[t.Name] = t
+	}
+	var out []setPullRequest
+	for _, pr := range set.Status.PullRequests {
+		v := setPullRequest{Number: pr.Number, Author: pr.Author, Branch: pr.Branch, Waiting: pr.Waiting}
+		if u, err := url.Parse(pr.URL); err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" {
+			v.URL = u.String()
+		}
+		if len(pr.HeadSHA) >= 7 {
+			v.Head = pr.HeadSHA[:7]
+		}
+		for _, name := range pr.SyncTargets {
+			t, ok := byName[name]
+			if !ok {
+				t = setTarget{Name: name, Href: "/targets/" + set.Namespace + "/" + name, State: stateUnknown, Missing: true}
+			}
+			v.Previews = append(v.Previews, t)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 func stepsOf(set *convergev1.SyncTargetSet) []convergev1.RolloutStep {
@@ -200,7 +242,8 @@ func describeGenerator(g convergev1.Generator) string {
 		}
 		return "matrix: every pair of (" + strings.Join(parts, ") × (") + ")"
 	}
-	return describeBase(convergev1.BaseGenerator{List: g.List, Clusters: g.Clusters, GitDirectories: g.GitDirectories})
+	return describeBase(convergev1.BaseGenerator{List: g.List, Clusters: g.Clusters, GitDirectories: g.GitDirectories,
+		PullRequests: g.PullRequests})
 }
 
 func describeBase(b convergev1.BaseGenerator) string {
@@ -223,6 +266,16 @@ func describeBase(b convergev1.BaseGenerator) string {
 			out += ", except " + strings.Join(d.Exclude, ", ")
 		}
 		return out
+	case b.PullRequests != nil:
+		p := b.PullRequests
+		out := fmt.Sprintf("open pull requests of %s on %s", p.Repository, p.Provider)
+		if len(p.TargetBranches) > 0 {
+			out += " into " + strings.Join(p.TargetBranches, ", ")
+		}
+		if len(p.Labels) > 0 {
+			out += " labelled " + strings.Join(p.Labels, ", ")
+		}
+		return out + ", previews run as " + p.ServiceAccountName
 	}
 	return "no generator"
 }

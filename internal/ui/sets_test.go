@@ -169,3 +169,64 @@ func TestOverviewFiltersBySetAndCluster(t *testing.T) {
 	g.Expect(local).To(ContainSubstring(`href="/targets/shop/db"`))
 	g.Expect(local).NotTo(ContainSubstring(`href="/targets/shop/edge"`))
 }
+
+// fakePreviews is a set of pull request previews: #7 has its preview web-pr-7 (Ready),
+// #9 from a fork waits for its label, #11 has a link the page must not follow.
+func fakePreviews(ns string) (convergev1.SyncTargetSet, []convergev1.SyncTarget) {
+	set := convergev1.SyncTargetSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "previews"}}
+	set.Spec.Generators = []convergev1.Generator{{PullRequests: &convergev1.PullRequestsGenerator{
+		Provider: convergev1.GitHubForge, Repository: "acme/web", TargetBranches: []string{"main"},
+		Labels: []string{"preview"}, ServiceAccountName: "previewer"}}}
+	set.Spec.Template = convergev1.SyncTargetTemplate{Metadata: convergev1.SyncTargetTemplateMeta{Name: "web-pr-{{ .number }}"},
+		Spec: apiextensionsv1.JSON{Raw: []byte(`{}`)}}
+	t := metav1.NewTime(fixedNow.Add(-time.Minute))
+	set.Status.Conditions = []metav1.Condition{{Type: convergev1.ReadyCondition, Status: metav1.ConditionTrue,
+		Reason: convergev1.SucceededReason, Message: "1 SyncTargets Ready", LastTransitionTime: t}}
+	set.Status.Targets = []convergev1.GeneratedTarget{{Name: "web-pr-7", Ready: metav1.ConditionTrue}}
+	set.Status.PullRequests = []convergev1.PullRequestState{
+		{Number: 7, URL: "https://github.com/acme/web/pull/7", Author: "dana", Branch: "feature/checkout",
+			HeadSHA: "0123456789abcdef0123456789abcdef01234567", SyncTargets: []string{"web-pr-7"}},
+		{Number: 9, URL: "https://github.com/acme/web/pull/9", Author: "visitor", Branch: "typo",
+			Waiting: `from a fork: waits for a maintainer to add the label "preview-approved"`},
+		{Number: 11, URL: "javascript:alert(1)", Author: "<b>eve</b>", Branch: "x", Waiting: "a draft (includeDrafts is false)"},
+	}
+	st := fakeTarget(ns, "web-pr-7", true)
+	st.Labels = map[string]string{convergev1.SetLabel: "previews"}
+	return set, []convergev1.SyncTarget{st}
+}
+
+// TestSetPageShowsPullRequests: a set of previews lists its pull requests with their links,
+// their previews and their states, or why they wait; a link that is not http(s) is no link
+// and what the forge says is text.
+func TestSetPageShowsPullRequests(t *testing.T) {
+	g := NewWithT(t)
+	set, targets := fakePreviews("shop")
+	s, _ := testServer(t, targets, nil, nil)
+	s.store.(*MemoryStore).AddSets(set)
+	body := get(t, s, "/sets/shop/previews").Body.String()
+	g.Expect(body).To(ContainSubstring("open pull requests of acme/web on github into main labelled preview, previews run as previewer"))
+	g.Expect(body).To(MatchRegexp(`<a href="https://github.com/acme/web/pull/7" rel="noopener noreferrer">#7</a><td>dana<td><code>feature/checkout</code> <small>0123456</small><td><a href="/targets/shop/web-pr-7">web-pr-7</a> <b class="badge ready">Ready</b>`))
+	g.Expect(body).To(ContainSubstring(`<span class="badge busy">waiting</span> <span class="msg">from a fork: waits for a maintainer to add the label &#34;preview-approved&#34;</span>`))
+	g.Expect(body).NotTo(ContainSubstring("javascript:"))
+	g.Expect(body).To(ContainSubstring("<td>#11<td>&lt;b&gt;eve&lt;/b&gt;"))
+}
+
+// TestPreviewsInTheBrowser shows a set of previews in Chromium.
+func TestPreviewsInTheBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	g := NewWithT(t)
+	set, targets := fakePreviews("shop")
+	s, _ := testServer(t, targets, nil, nil)
+	s.store.(*MemoryStore).AddSets(set)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	ctx := browsertest.New(t)
+	g.Expect(chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/sets/shop/previews"), chromedp.WaitVisible(chromedp.CSS("table.prs")))).To(Succeed())
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("table.prs").innerText`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(text).To(ContainSubstring("#7"))
+	g.Expect(text).To(ContainSubstring("waits for a maintainer"))
+	browsertest.Screenshot(t, ctx, "memory-previews")
+}
