@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sources"
+)
+
+// forgeAPI answers, on loopback, the GitHub REST calls of a pullRequests generator for
+// one repository: its open pull requests and its collaborators' permissions.
+type forgeAPI struct {
+	repo    string
+	mu      sync.Mutex
+	prs     map[int]map[string]any
+	writers map[string]bool
+	lists   int
+}
+
+func (f *forgeAPI) open(n int, branch, sha, author string, fork bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	head := f.repo
+	if fork {
+		head = author + "/app"
+	}
+	f.prs[n] = map[string]any{
+		"number": n, "title": "change " + branch, "html_url": fmt.Sprintf("https://github.example/%s/pull/%d", f.repo, n),
+		"draft": false, "user": map[string]any{"login": author}, "labels": []any{},
+		"head":       map[string]any{"ref": branch, "sha": sha, "repo": map[string]any{"full_name": head}},
+		"base":       map[string]any{"ref": "main", "repo": map[string]any{"full_name": f.repo}},
+		"updated_at": time.Now().UTC().Format(time.RFC3339),
+	}
+}
+
+func (f *forgeAPI) close(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.prs, n)
+}
+
+func (f *forgeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prefix := "/repos/" + f.repo
+	switch {
+	case r.Header.Get("Authorization") != "Bearer forge-token":
+		http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+	case r.URL.Path == prefix+"/pulls":
+		f.lists++
+		nums := make([]int, 0, len(f.prs))
+		for n := range f.prs {
+			nums = append(nums, n)
+		}
+		sort.Ints(nums)
+		out := []map[string]any{}
+		if p := r.URL.Query().Get("page"); p == "" || p == "1" {
+			for _, n := range nums {
+				out = append(out, f.prs[n])
+			}
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	case strings.HasPrefix(r.URL.Path, prefix+"/collaborators/"):
+		user := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, prefix+"/collaborators/"), "/permission")
+		perm := "read"
+		if f.writers[user] {
+			perm = "write"
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"permission": perm})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// pullRequestHook sends GitHub's pull_request webhook of repoURL, signed with token, to
+// the daemon's receiver, and returns the HTTP status of the answer.
+func pullRequestHook(g Gomega, repoURL string, number int, action, token string) int {
+	body, err := json.Marshal(map[string]any{"action": action, "number": number,
+		"pull_request": map[string]any{"number": number}, "repository": map[string]any{"clone_url": repoURL}})
+	g.Expect(err).NotTo(HaveOccurred())
+	mac := hmac.New(sha256.New, []byte(token))
+	mac.Write(body)
+	req, err := http.NewRequest(http.MethodPost, suite.webhookURL+sources.WebhookPath, bytes.NewReader(body))
+	g.Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Scenario 64: a SyncTargetSet of previews over a forge on loopback. A maintainer's pull
+// request is deployed from its refs/pull/N/head, as the service account the set names; a
+// fork's waits for its label and the set says so. The set lists the forge only when
+// created and when a signed pull-request webhook comes (its interval is an hour): a push
+// to the pull request and its webhook redeploy the preview; closing it deletes the
+// SyncTarget, and its objects are pruned.
+func TestPreviewsOfPullRequests(t *testing.T) {
+	run(t, 64, "preview environments of pull requests", parallel, func(s *scenario) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		r := s.repo("app")
+		r.commit(map[string]string{"deploy/cm.yaml": configMap("web", "main")})
+		repoPath := strings.TrimSuffix(r.Name, ".git")
+		api := &forgeAPI{repo: repoPath, prs: map[int]map[string]any{}, writers: map[string]bool{"maintainer": true}}
+		srv := httptest.NewServer(api)
+		t.Cleanup(srv.Close)
+
+		head := r.Commit(t, "feature", map[string]string{"deploy/cm.yaml": configMap("web", "pr1-a")})
+		r.SetRef(t, "refs/pull/1/head", head)
+		api.open(1, "feature", head, "maintainer", false)
+		api.open(2, "typo", head, "visitor", true)
+
+		s.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "forge", Namespace: s.ns},
+			StringData: map[string]string{"token": "forge-token"}})
+		s.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "previewer", Namespace: s.ns}})
+		s.create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "previewer", Namespace: s.app},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}}})
+		s.create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "previewer", Namespace: s.app},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "previewer"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "previewer", Namespace: s.ns}}})
+
+		set := &convergev1.SyncTargetSet{ObjectMeta: metav1.ObjectMeta{Name: "previews", Namespace: s.ns},
+			Spec: convergev1.SyncTargetSetSpec{
+				Generators: []convergev1.Generator{{PullRequests: &convergev1.PullRequestsGenerator{
+					Provider: convergev1.GitHubForge, Address: srv.URL, Repository: repoPath,
+					TokenSecretRef:   &convergev1.LocalObjectReference{Name: "forge"},
+					WebhookSecretRef: &convergev1.LocalObjectReference{Name: webhookSecret},
+					Interval:         &metav1.Duration{Duration: time.Hour}, ServiceAccountName: "previewer",
+				}}},
+				Template: convergev1.SyncTargetTemplate{
+					Metadata: convergev1.SyncTargetTemplateMeta{Name: "app-pr-{{ .number }}"},
+					Spec: fleetSpec(g, r, map[string]any{
+						"source": map[string]any{"url": r.httpURL(), "ref": map[string]any{"name": "{{ .headRef }}"},
+							"secretRef": map[string]any{"name": httpSecret}, "interval": "1h",
+							"webhookSecretRef": map[string]any{"name": webhookSecret}},
+						"path": "deploy", "targetNamespace": s.app, "serviceAccountName": "previewer",
+					}),
+				},
+			}}
+		s.create(set)
+
+		preview := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "app-pr-1", Namespace: s.ns}}
+		s.eventually(preview, 90*time.Second, func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(ready(st).Status).To(Equal(metav1.ConditionTrue), "%v", st.Status.Conditions)
+			g.Expect(st.Status.LastAppliedRevision).To(ContainSubstring(head))
+		})
+		g.Expect(configMapValue(g, s.app, "web")).To(Equal("pr1-a"))
+		g.Eventually(func(g Gomega) {
+			got := getSet(g, set)
+			g.Expect(got.Status.PullRequests).To(HaveLen(2))
+			g.Expect(got.Status.PullRequests[0].SyncTargets).To(Equal([]string{"app-pr-1"}))
+			g.Expect(got.Status.PullRequests[1].Waiting).To(ContainSubstring("from a fork"))
+			g.Expect(generatedNames(g, s.ns, "previews")).To(Equal([]string{"app-pr-1"}), "the fork's pull request is not deployed")
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+
+		// A push to the pull request, and its webhook: the preview follows.
+		next := r.Commit(t, "feature", map[string]string{"deploy/cm.yaml": configMap("web", "pr1-b")})
+		r.SetRef(t, "refs/pull/1/head", next)
+		api.open(1, "feature", next, "maintainer", false)
+		pushed := time.Now()
+		g.Expect(pullRequestHook(g, r.httpURL(), 1, "synchronize", webhookToken)).To(Equal(http.StatusAccepted))
+		g.Eventually(func(g Gomega) {
+			g.Expect(configMapValue(g, s.app, "web")).To(Equal("pr1-b"))
+		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		s.latency("pull-request webhook → preview redeployed", time.Since(pushed))
+
+		// A webhook signed with another key is refused and changes nothing.
+		api.close(1)
+		g.Expect(pullRequestHook(g, r.httpURL(), 1, "closed", "not-the-token")).To(Equal(http.StatusUnauthorized))
+		g.Consistently(func(g Gomega) {
+			g.Expect(generatedNames(g, s.ns, "previews")).To(Equal([]string{"app-pr-1"}))
+		}).WithTimeout(2 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+
+		// Closed: the preview and its objects are gone.
+		g.Expect(pullRequestHook(g, r.httpURL(), 1, "closed", webhookToken)).To(Equal(http.StatusAccepted))
+		g.Eventually(func(g Gomega) {
+			g.Expect(generatedNames(g, s.ns, "previews")).To(BeEmpty())
+			gone(g, s.app, "web", &corev1.ConfigMap{})
+			g.Expect(suite.k8s.Get(ctx, client.ObjectKeyFromObject(preview), &convergev1.SyncTarget{})).NotTo(Succeed())
+		}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		api.mu.Lock()
+		defer api.mu.Unlock()
+		g.Expect(api.lists).To(BeNumerically("<=", 4), "the forge is listed when the set is made and on the signed webhooks only")
+	})
+}
