@@ -161,6 +161,12 @@ type PullRequestsGenerator struct {
 	// +optional
 	WebhookSecretRef *LocalObjectReference `json:"webhookSecretRef,omitempty"`
 
+	// DisableComments keeps converge from writing its comment on each pull request (its
+	// preview's state and URLs, or why it has none, edited in place); comments need
+	// tokenSecretRef.
+	// +optional
+	DisableComments bool `json:"disableComments,omitempty"`
+
 	// ServiceAccountName is the service account the previews run as: the template's
 	// spec.serviceAccountName must name it, as written, or the set is refused.
 	// +kubebuilder:validation:MinLength=1

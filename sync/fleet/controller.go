@@ -48,6 +48,8 @@ type Reconciler struct {
 	Dirs Directories
 	// PullRequests lists the open pull requests of forges.
 	PullRequests PullRequests
+	// Comments writes converge's comment on each pull request.
+	Comments Comments
 	// Schema validates renderings in process (see validate).
 	Schema *Schema
 	// Limits bound the template work of one reconcile.
@@ -88,11 +90,13 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 		return nil, err
 	}
 	wake := make(chan event.GenericEvent, 1024)
+	forges := &ForgeLister{Reader: mgr.GetAPIReader(), Wake: wake, AllowLoopback: o.AllowLoopback}
 	r := &Reconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
 		Dirs:         &GitLister{Reader: mgr.GetAPIReader(), Cache: cache, Timeout: o.Cache.FetchTimeout, Polls: o.Polls, Wake: wake},
-		PullRequests: &ForgeLister{Reader: mgr.GetAPIReader(), Wake: wake, AllowLoopback: o.AllowLoopback},
+		PullRequests: forges,
+		Comments:     forges,
 		Schema:       schema,
 	}
 	workers := o.Workers
@@ -218,7 +222,11 @@ func (r *Reconciler) sync(ctx context.Context, set *convergev1.SyncTargetSet) (c
 			return ctrl.Result{}, err
 		}
 	}
-	return ctrl.Result{RequeueAfter: gen.Recheck}, r.report(ctx, set, targets, plan, gen)
+	if err := r.report(ctx, set, targets, plan, gen); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.comment(ctx, set, gen, targets)
+	return ctrl.Result{RequeueAfter: gen.Recheck}, nil
 }
 
 // renderFailed reports a set whose templates did not render: TemplateInvalid, and nothing

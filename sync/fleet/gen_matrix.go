@@ -33,8 +33,8 @@ func (mg matrixGenerator) generate(ctx context.Context, env Env) (Generated, err
 		return Generated{}, err
 	}
 	var out Generated
-	out.add("matrix[0]: ", Generated{Recheck: a.Recheck, Verified: a.Verified, Refused: a.Refused, Held: a.Held, PullRequests: a.PullRequests})
-	out.add("matrix[1]: ", Generated{Recheck: b.Recheck, Verified: b.Verified, Refused: b.Refused, Held: b.Held, PullRequests: b.PullRequests})
+	out.add("matrix[0]: ", Generated{Recheck: a.Recheck, Verified: a.Verified, Refused: a.Refused, Held: a.Held, PullRequests: a.PullRequests, comments: a.comments})
+	out.add("matrix[1]: ", Generated{Recheck: b.Recheck, Verified: b.Verified, Refused: b.Refused, Held: b.Held, PullRequests: b.PullRequests, comments: b.comments})
 	out.Params = p
 	return out, nil
 }

@@ -65,6 +65,19 @@ func (pg pullRequestsGenerator) generate(ctx context.Context, env Env) (Generate
 	}
 	kept, states := choosePullRequests(pg.g, got, now)
 	out := Generated{Recheck: got.Every, PullRequests: states}
+	// A pull request the filters leave out (a draft, one without the labels asked for) is
+	// none of the set's business: no comment says so.
+	filtered := map[int64]bool{}
+	for _, pr := range got.PRs {
+		if filteredOut(pg.g, pr) != "" {
+			filtered[int64(pr.Number)] = true
+		}
+	}
+	for _, st := range states {
+		if !filtered[st.Number] {
+			out.comments = append(out.comments, prComment{gen: pg.g, state: st})
+		}
+	}
 	for _, pr := range kept {
 		out.Params = append(out.Params, pullRequestParams(pr))
 	}

@@ -68,6 +68,9 @@ type Generated struct {
 	PullRequests []convergev1.PullRequestState
 	// Held says what a generator left out that the set's status should tell.
 	Held []string
+	// comments are the pull requests read, with the generator whose token comments on
+	// them.
+	comments []prComment
 }
 
 // add appends o's parameter sets and what it says, prefixed with where it comes from.
@@ -84,6 +87,7 @@ func (g *Generated) add(prefix string, o Generated) {
 		g.Held = append(g.Held, prefix+h)
 	}
 	g.PullRequests = append(g.PullRequests, o.PullRequests...)
+	g.comments = append(g.comments, o.comments...)
 }
 
 // Generate runs every generator of the set and concatenates their parameter sets.

@@ -20,8 +20,8 @@ import (
 
 // childChanged lets through the updates of a generated SyncTarget that change what its set
 // reads of it (childState): a status write that changes none of it — a fetched revision,
-// the inventory, the history, a progress message — does not wake the set. Creates and
-// deletes always do.
+// the inventory, a progress message — does not wake the set. Creates and deletes always
+// do.
 var childChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	old, okOld := e.ObjectOld.(*convergev1.SyncTarget)
 	cur, okNew := e.ObjectNew.(*convergev1.SyncTarget)
@@ -40,6 +40,9 @@ type childState struct {
 	controller                     types.UID
 	deleting                       bool
 	ready, stalled, reconciling    conditionState
+	// applied and attempt are the revision in the cluster and the last attempt's revision
+	// and result: a preview's comment on its pull request says them.
+	applied, attempt string
 }
 
 type conditionState struct {
@@ -51,7 +54,10 @@ func stateOf(st *convergev1.SyncTarget) childState {
 	s := childState{
 		generation: st.Generation, observedGeneration: st.Status.ObservedGeneration,
 		hash: st.Annotations[TemplateHashAnnotation], set: st.Labels[convergev1.SetLabel],
-		deleting: st.DeletionTimestamp != nil,
+		deleting: st.DeletionTimestamp != nil, applied: st.Status.LastAppliedRevision,
+	}
+	if len(st.Status.History) > 0 {
+		s.attempt = st.Status.History[0].Revision + " " + string(st.Status.History[0].Result)
 	}
 	if ref := metav1ControllerOf(st); ref != nil {
 		s.controller = ref.UID

@@ -46,6 +46,11 @@ func TestChildChangedWakesTheSetOnlyForWhatItReads(t *testing.T) {
 	})).To(BeTrue(), "it failed")
 	g.Expect(wakes(func(st *convergev1.SyncTarget) { st.Annotations[TemplateHashAnnotation] = "other" })).
 		To(BeTrue(), "another rendering")
+	g.Expect(wakes(func(st *convergev1.SyncTarget) { st.Status.LastAppliedRevision = "main@sha1:def" })).
+		To(BeTrue(), "another revision in the cluster, which a preview's comment says")
+	g.Expect(wakes(func(st *convergev1.SyncTarget) {
+		st.Status.History = []convergev1.HistoryEntry{{Revision: "main@sha1:def", Result: convergev1.SyncRolledBack}}
+	})).To(BeTrue(), "an attempt rolled back, which a preview's comment says")
 
 	failed := tgt("a", "main", "failed").Live
 	cur := failed.DeepCopy()

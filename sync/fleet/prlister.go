@@ -56,6 +56,7 @@ type ForgeLister struct {
 	HTTP *http.Client
 
 	mu      sync.Mutex
+	posted  map[string][32]byte // the comment last written, by set, repository and number
 	listed  map[prKey]prAnswer
 	writers map[string]prWriter                  // by forge, repository and author
 	hooks   map[string]map[client.ObjectKey]hook // by normalized repository URL
@@ -133,6 +134,11 @@ func (l *ForgeLister) Forget(set client.ObjectKey) {
 	for k := range l.listed {
 		if k.set == set {
 			delete(l.listed, k)
+		}
+	}
+	for id := range l.posted {
+		if strings.HasPrefix(id, set.String()+"\x00") {
+			delete(l.posted, id)
 		}
 	}
 	for repo, sets := range l.hooks {
@@ -344,4 +350,32 @@ func RepositoryURL(g *convergev1.PullRequestsGenerator) (string, error) {
 		host = web
 	}
 	return sources.NormalizeURL("https://" + host + "/" + g.Repository)
+}
+
+// Comment implements Comments: it writes body as converge's comment on pull request
+// number unless the same body was written there last, through the forge of g with its
+// token.
+func (l *ForgeLister) Comment(ctx context.Context, set client.ObjectKey, g *convergev1.PullRequestsGenerator, number int, marker, body string) error {
+	id := fmt.Sprintf("%s\x00%s\x00%d", set, generatorID(g), number)
+	sum := commentID(body)
+	l.mu.Lock()
+	same := l.posted[id] == sum
+	l.mu.Unlock()
+	if same {
+		return nil
+	}
+	fc, err := l.forgeClient(ctx, set.Namespace, g)
+	if err != nil {
+		return err
+	}
+	if _, err := fc.UpsertComment(ctx, number, marker, body); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if l.posted == nil {
+		l.posted = map[string][32]byte{}
+	}
+	l.posted[id] = sum
+	l.mu.Unlock()
+	return nil
 }

@@ -11,12 +11,14 @@ import (
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/forgetest"
 	"github.com/converge-gitops/converge/sources/forge"
 )
 
@@ -177,31 +179,29 @@ func TestPreviewsRunAsTheGeneratorsServiceAccount(t *testing.T) {
 // token anywhere.
 func TestForgeListerRefusesLocalForges(t *testing.T) {
 	g := NewWithT(t)
-	gh, srv := newFakeGitHub(t, "s3cret")
-	gen := &convergev1.PullRequestsGenerator{Provider: convergev1.GitHubForge, Address: srv.URL, Repository: "o/app",
+	gh := forgetest.NewGitHub(t, "o/app", "s3cret")
+	gen := &convergev1.PullRequestsGenerator{Provider: convergev1.GitHubForge, Address: gh.URL, Repository: "o/app",
 		ServiceAccountName: "p"}
 	l := &ForgeLister{}
 	_, err := l.List(context.Background(), client.ObjectKey{Namespace: "shop", Name: "previews"}, gen)
 	g.Expect(err).To(MatchError(ContainSubstring("refusing to connect to 127.0.0.1")))
 	g.Expect(err.Error()).To(ContainSubstring("--allow-loopback-clusters"))
-	gh.mu.Lock()
-	defer gh.mu.Unlock()
-	g.Expect(gh.lists).To(BeZero())
+	g.Expect(gh.Requests()).To(BeEmpty())
 }
 
 // The lister keeps an answer for the interval and asks again after it, or at once when a
 // webhook wakes the set; a permission is asked once per author.
 func TestForgeListerKeepsItsAnswer(t *testing.T) {
 	g := NewWithT(t)
-	gh, srv := newFakeGitHub(t, "")
-	gh.writers["maintainer"] = true
-	gh.open(1, "a", "maintainer", false)
-	gh.open(2, "b", "maintainer", false)
+	gh := forgetest.NewGitHub(t, "o/app", "")
+	gh.Writer("maintainer")
+	gh.Open(1, "a", strings.Repeat("1", 40), "maintainer", false)
+	gh.Open(2, "b", strings.Repeat("2", 40), "maintainer", false)
 	clk := clocktesting.NewFakeClock(time.Now())
 	wake := make(chan event.GenericEvent, 1)
 	l := &ForgeLister{AllowLoopback: true, Clock: clk, Wake: wake}
 	set := client.ObjectKey{Namespace: "shop", Name: "previews"}
-	gen := &convergev1.PullRequestsGenerator{Provider: convergev1.GitHubForge, Address: srv.URL, Repository: "o/app",
+	gen := &convergev1.PullRequestsGenerator{Provider: convergev1.GitHubForge, Address: gh.URL, Repository: "o/app",
 		ServiceAccountName: "p", Interval: &metav1.Duration{Duration: time.Minute},
 		WebhookSecretRef: &convergev1.LocalObjectReference{Name: "hook"}}
 	ctx := context.Background()
@@ -209,22 +209,63 @@ func TestForgeListerKeepsItsAnswer(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.PRs).To(HaveLen(2))
 	g.Expect(got.Writers).To(Equal(map[string]bool{"maintainer": true}))
-	g.Expect(gh.requests()).To(Equal([]string{"GET /repos/o/app/pulls", "GET /repos/o/app/collaborators/maintainer/permission"}))
+	g.Expect(gh.Requests()).To(Equal([]string{"GET /repos/o/app/pulls", "GET /repos/o/app/collaborators/maintainer/permission"}))
 
 	clk.Step(30 * time.Second)
 	got, err = l.List(ctx, set, gen)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.Every).To(Equal(30 * time.Second))
-	g.Expect(gh.requests()).To(HaveLen(2), "within the interval the forge is not asked")
+	g.Expect(gh.Requests()).To(HaveLen(2), "within the interval the forge is not asked")
 
 	g.Expect(l.HooksForRepo("127.0.0.1/o/app")).To(Equal([]PullRequestHook{{Set: set, Secret: client.ObjectKey{Namespace: "shop", Name: "hook"}}}))
 	l.WakeSet(set)
 	g.Expect(wake).To(HaveLen(1))
 	_, err = l.List(ctx, set, gen)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(gh.requests()).To(Equal([]string{"GET /repos/o/app/pulls", "GET /repos/o/app/collaborators/maintainer/permission",
+	g.Expect(gh.Requests()).To(Equal([]string{"GET /repos/o/app/pulls", "GET /repos/o/app/collaborators/maintainer/permission",
 		"GET /repos/o/app/pulls"}), "woken, the set lists again; the permission is kept")
 
 	l.Forget(set)
 	g.Expect(l.HooksForRepo("127.0.0.1/o/app")).To(BeEmpty())
+}
+
+// A preview's state in its comment: deploying until Ready at the head, then what the
+// sync changed; a failure or a rollback with its reason, which cannot break out of the
+// comment's Markdown.
+func TestPreviewState(t *testing.T) {
+	g := NewWithT(t)
+	head := strings.Repeat("c", 40)
+	old := "refs/pull/7/head@sha1:" + strings.Repeat("a", 40)
+	at := "refs/pull/7/head@sha1:" + head
+	st := func(rev string, ready metav1.ConditionStatus, reason, msg string, h ...convergev1.HistoryEntry) *convergev1.SyncTarget {
+		s := &convergev1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+		s.Status.LastAppliedRevision = rev
+		s.Status.History = h
+		s.Status.Conditions = []metav1.Condition{{Type: convergev1.ReadyCondition, Status: ready, Reason: reason, Message: msg, ObservedGeneration: 2}}
+		return s
+	}
+	g.Expect(previewState(nil, head)).To(Equal("🔄 **Deploying** `ccccccc`…"))
+	g.Expect(previewState(st(old, metav1.ConditionTrue, "Succeeded", ""), head)).To(Equal("🔄 **Deploying** `ccccccc`…"),
+		"Ready at another revision is not the head deployed")
+	g.Expect(previewState(st(at, metav1.ConditionTrue, "Succeeded", "",
+		convergev1.HistoryEntry{Revision: at, Result: convergev1.SyncSucceeded, Created: 3, Configured: 1}), head)).
+		To(Equal("✅ **Ready** at `ccccccc`: 3 created, 1 configured, 0 deleted"))
+	g.Expect(previewState(st(old, metav1.ConditionFalse, convergev1.ProgressingReason, "applying"), head)).To(HavePrefix("🔄"))
+	g.Expect(previewState(st(old, metav1.ConditionFalse, "Failed", "kustomize: `<script>` \n```\nboom"), head)).
+		To(Equal("❌ **Failed** at `ccccccc`: kustomize: '&lt;script&gt;' ''' boom"))
+	g.Expect(previewState(st(old, metav1.ConditionFalse, "RolledBack", "",
+		convergev1.HistoryEntry{Revision: at, Result: convergev1.SyncRolledBack, Message: "Deployment web did not become ready"}), head)).
+		To(Equal("↩️ **Rolled back**: `ccccccc` failed (Deployment web did not become ready); the preview runs `refs/pull/7/head@sha1:aaaaaaa` again"))
+}
+
+func TestHostURLs(t *testing.T) {
+	g := NewWithT(t)
+	ing := &unstructured.Unstructured{Object: map[string]any{"kind": "Ingress", "spec": map[string]any{
+		"tls":   []any{map[string]any{"hosts": []any{"pr-7.example.com"}}},
+		"rules": []any{map[string]any{"host": "pr-7.example.com"}, map[string]any{"host": "plain.example.com"}, map[string]any{"host": "*.wild.example.com"}},
+	}}}
+	g.Expect(hostURLs(ing)).To(Equal([]string{"https://pr-7.example.com", "http://plain.example.com"}))
+	route := &unstructured.Unstructured{Object: map[string]any{"kind": "HTTPRoute", "spec": map[string]any{
+		"hostnames": []any{"pr-7.gw.example.com", "evil\"><script>"}}}}
+	g.Expect(hostURLs(route)).To(Equal([]string{"https://pr-7.gw.example.com"}))
 }

@@ -1,0 +1,238 @@
+package fleet
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"html"
+	"sort"
+	"strings"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+)
+
+// commentTimeout bounds the comments of one reconcile: a forge that does not answer holds
+// the set's worker no longer.
+const commentTimeout = 20 * time.Second
+
+// maxCommentMessage caps the message of a condition quoted in a comment.
+const maxCommentMessage = 500
+
+// maxURLs caps the preview URLs a comment lists.
+const maxURLs = 10
+
+// prComment is a pull request read by a pullRequests generator, and the generator: where
+// its comment goes.
+type prComment struct {
+	gen   *convergev1.PullRequestsGenerator
+	state convergev1.PullRequestState
+}
+
+// Comments writes the comment of converge on each pull request of a set's
+// pullRequests generators; the controller's is its ForgeLister.
+type Comments interface {
+	// Comment makes sure pull request number carries body as converge's one comment,
+	// marked with marker, with the token of the set's namespace.
+	Comment(ctx context.Context, set client.ObjectKey, g *convergev1.PullRequestsGenerator, number int, marker, body string) error
+}
+
+// commentMarker marks the comment of one set on a pull request.
+func commentMarker(set client.ObjectKey) string {
+	return "<!-- converge-preview " + set.String() + " -->"
+}
+
+// comment writes what became of each pull request the set read on the pull request
+// itself: its preview's state, or why it has none. A failure is logged and tried again
+// at the set's next reconcile; it never fails the set.
+func (r *Reconciler) comment(ctx context.Context, set *convergev1.SyncTargetSet, gen Generated, targets []*Target) {
+	if r.Comments == nil || len(gen.comments) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, commentTimeout)
+	defer cancel()
+	key := client.ObjectKeyFromObject(set)
+	byURL := map[string][]*Target{}
+	for _, t := range targets {
+		byURL[t.Params["url"]] = append(byURL[t.Params["url"]], t)
+	}
+	seen := map[string]bool{}
+	for _, c := range gen.comments {
+		id := c.state.URL + "\x00" + fmt.Sprint(c.state.Number)
+		if seen[id] || c.gen.DisableComments || c.gen.TokenSecretRef == nil {
+			continue
+		}
+		seen[id] = true
+		body := commentMarker(key) + "\n" + r.commentBody(ctx, c.state, byURL[c.state.URL])
+		if err := r.Comments.Comment(ctx, key, c.gen, int(c.state.Number), commentMarker(key), body); err != nil {
+			ctrl.LoggerFrom(ctx).Info("commenting on a pull request failed; tried again at the next reconcile",
+				"set", key.String(), "pullRequest", c.state.Number, "error", err.Error())
+		}
+	}
+}
+
+// commentBody says, in Markdown, what became of a pull request: each preview's state and
+// where it answers, or why there is none.
+func (r *Reconciler) commentBody(ctx context.Context, pr convergev1.PullRequestState, targets []*Target) string {
+	var b strings.Builder
+	b.WriteString("#### converge preview\n\n")
+	if pr.Waiting != "" {
+		fmt.Fprintf(&b, "⏸ **Not deployed**: %s.\n", commentText(pr.Waiting))
+		return b.String()
+	}
+	sort.Slice(targets, func(i, j int) bool { return targets[i].Name < targets[j].Name })
+	for _, t := range targets {
+		fmt.Fprintf(&b, "- `%s`: %s\n", t.Name, previewState(t.Live, pr.HeadSHA))
+		if t.Live != nil && t.Live.Spec.KubeConfig == nil {
+			for _, u := range r.previewURLs(ctx, t.Live) {
+				fmt.Fprintf(&b, "  - %s\n", u)
+			}
+		}
+	}
+	return b.String()
+}
+
+// previewState is a preview SyncTarget's state in a few words: deploying the head, Ready
+// at it with what changed, failed or rolled back with why.
+func previewState(st *convergev1.SyncTarget, head string) string {
+	short := head
+	if len(short) > 7 {
+		short = short[:7]
+	}
+	if st == nil {
+		return fmt.Sprintf("🔄 **Deploying** `%s`…", short)
+	}
+	ready := apimeta.FindStatusCondition(st.Status.Conditions, convergev1.ReadyCondition)
+	var last *convergev1.HistoryEntry
+	if len(st.Status.History) > 0 {
+		last = &st.Status.History[0]
+	}
+	atHead := head != "" && strings.Contains(st.Status.LastAppliedRevision, head)
+	switch {
+	case last != nil && strings.Contains(last.Revision, head) && last.Result == convergev1.SyncRolledBack:
+		return fmt.Sprintf("↩️ **Rolled back**: `%s` failed (%s); the preview runs `%s` again", short,
+			commentText(last.Message), shortRevision(st.Status.LastAppliedRevision))
+	case ready != nil && ready.Status == "True" && atHead && ready.ObservedGeneration == st.Generation:
+		out := fmt.Sprintf("✅ **Ready** at `%s`", short)
+		if last != nil && strings.Contains(last.Revision, head) {
+			out += fmt.Sprintf(": %d created, %d configured, %d deleted", last.Created, last.Configured, last.Deleted)
+		}
+		return out
+	case ready != nil && ready.Status == "False" && ready.Reason != convergev1.ProgressingReason:
+		return fmt.Sprintf("❌ **Failed** at `%s`: %s", short, commentText(ready.Message))
+	}
+	return fmt.Sprintf("🔄 **Deploying** `%s`…", short)
+}
+
+func shortRevision(rev string) string {
+	if i := strings.LastIndex(rev, ":"); i >= 0 && len(rev)-i > 8 {
+		return rev[:i+8]
+	}
+	return rev
+}
+
+// commentText is a message for Markdown: one line, capped, its HTML escaped and its
+// backticks made plain, so that it cannot open a block or a tag.
+func commentText(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxCommentMessage {
+		s = s[:maxCommentMessage] + "…"
+	}
+	return strings.ReplaceAll(html.EscapeString(s), "`", "'")
+}
+
+// routeKinds are the kinds whose host names a preview answers on.
+var routeKinds = map[string]schema.GroupVersionKind{
+	"networking.k8s.io_Ingress":           {Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"},
+	"gateway.networking.k8s.io_HTTPRoute": {Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"},
+}
+
+// previewURLs are the URLs of the Ingresses and HTTPRoutes a preview applied, read from
+// the cluster: https for an Ingress host its TLS lists, http otherwise.
+func (r *Reconciler) previewURLs(ctx context.Context, st *convergev1.SyncTarget) []string {
+	if st.Status.Inventory == nil || r.APIReader == nil {
+		return nil
+	}
+	var urls []string
+	for _, e := range st.Status.Inventory.Entries {
+		parts := strings.Split(e.ID, "_")
+		if len(parts) != 4 {
+			continue
+		}
+		gvk, ok := routeKinds[parts[2]+"_"+parts[3]]
+		if !ok {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: parts[0], Name: parts[1]}, u); err != nil {
+			continue
+		}
+		urls = append(urls, hostURLs(u)...)
+		if len(urls) >= maxURLs {
+			break
+		}
+	}
+	sort.Strings(urls)
+	return compactStrings(urls, maxURLs)
+}
+
+// hostURLs are the URLs of an Ingress's or HTTPRoute's host names, wildcards left out.
+func hostURLs(u *unstructured.Unstructured) []string {
+	tls := map[string]bool{}
+	var hosts []string
+	if u.GetKind() == "Ingress" {
+		items, _, _ := unstructured.NestedSlice(u.Object, "spec", "tls")
+		for _, it := range items {
+			m, _ := it.(map[string]any)
+			hs, _, _ := unstructured.NestedStringSlice(m, "hosts")
+			for _, h := range hs {
+				tls[h] = true
+			}
+		}
+		rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+		for _, it := range rules {
+			m, _ := it.(map[string]any)
+			if h, ok := m["host"].(string); ok {
+				hosts = append(hosts, h)
+			}
+		}
+	} else {
+		hosts, _, _ = unstructured.NestedStringSlice(u.Object, "spec", "hostnames")
+	}
+	var out []string
+	for _, h := range hosts {
+		if h == "" || strings.ContainsAny(h, "*/ <>\"'`()[]") {
+			continue
+		}
+		scheme := "http://"
+		if tls[h] || u.GetKind() == "HTTPRoute" {
+			scheme = "https://"
+		}
+		out = append(out, scheme+h)
+	}
+	return out
+}
+
+func compactStrings(ss []string, most int) []string {
+	var out []string
+	for i, s := range ss {
+		if i > 0 && s == ss[i-1] {
+			continue
+		}
+		out = append(out, s)
+		if len(out) == most {
+			break
+		}
+	}
+	return out
+}
+
+// commentID identifies a comment's body, to skip writing one the forge already holds.
+func commentID(body string) [32]byte { return sha256.Sum256([]byte(body)) }
