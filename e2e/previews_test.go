@@ -9,10 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,72 +20,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/internal/forgetest"
 	"github.com/converge-gitops/converge/sources"
 )
 
-// forgeAPI answers, on loopback, the GitHub REST calls of a pullRequests generator for
-// one repository: its open pull requests and its collaborators' permissions.
-type forgeAPI struct {
-	repo    string
-	mu      sync.Mutex
-	prs     map[int]map[string]any
-	writers map[string]bool
-	lists   int
-}
-
-func (f *forgeAPI) open(n int, branch, sha, author string, fork bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	head := f.repo
-	if fork {
-		head = author + "/app"
-	}
-	f.prs[n] = map[string]any{
-		"number": n, "title": "change " + branch, "html_url": fmt.Sprintf("https://github.example/%s/pull/%d", f.repo, n),
-		"draft": false, "user": map[string]any{"login": author}, "labels": []any{},
-		"head":       map[string]any{"ref": branch, "sha": sha, "repo": map[string]any{"full_name": head}},
-		"base":       map[string]any{"ref": "main", "repo": map[string]any{"full_name": f.repo}},
-		"updated_at": time.Now().UTC().Format(time.RFC3339),
-	}
-}
-
-func (f *forgeAPI) close(n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.prs, n)
-}
-
-func (f *forgeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	prefix := "/repos/" + f.repo
-	switch {
-	case r.Header.Get("Authorization") != "Bearer forge-token":
-		http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
-	case r.URL.Path == prefix+"/pulls":
-		f.lists++
-		nums := make([]int, 0, len(f.prs))
-		for n := range f.prs {
-			nums = append(nums, n)
-		}
-		sort.Ints(nums)
-		out := []map[string]any{}
-		if p := r.URL.Query().Get("page"); p == "" || p == "1" {
-			for _, n := range nums {
-				out = append(out, f.prs[n])
-			}
-		}
-		_ = json.NewEncoder(w).Encode(out)
-	case strings.HasPrefix(r.URL.Path, prefix+"/collaborators/"):
-		user := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, prefix+"/collaborators/"), "/permission")
-		perm := "read"
-		if f.writers[user] {
-			perm = "write"
-		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"permission": perm})
-	default:
-		http.NotFound(w, r)
-	}
+// ingress is an Ingress of host, routed to the Service web.
+func ingress(name, host string) string {
+	return fmt.Sprintf(`apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: %s
+spec:
+  rules:
+  - host: %s
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend: {service: {name: web, port: {number: 80}}}
+`, name, host)
 }
 
 // pullRequestHook sends GitHub's pull_request webhook of repoURL, signed with token, to
@@ -111,11 +61,13 @@ func pullRequestHook(g Gomega, repoURL string, number int, action, token string)
 }
 
 // Scenario 64: a SyncTargetSet of previews over a forge on loopback. A maintainer's pull
-// request is deployed from its refs/pull/N/head, as the service account the set names; a
-// fork's waits for its label and the set says so. The set lists the forge only when
-// created and when a signed pull-request webhook comes (its interval is an hour): a push
-// to the pull request and its webhook redeploy the preview; closing it deletes the
-// SyncTarget, and its objects are pruned.
+// request is deployed from its refs/pull/N/head, as the service account the set names,
+// and its one comment says Ready with the preview's URL; a fork's waits for its label and
+// its comment says so. The set lists the forge only when created and when a signed
+// pull-request webhook comes (its interval is an hour): a push to the pull request and its
+// webhook redeploy the preview and edit the comment; a broken push is rolled back in the
+// preview and the comment says so; closing the pull request deletes the SyncTarget, and
+// its objects are pruned.
 func TestPreviewsOfPullRequests(t *testing.T) {
 	run(t, 64, "preview environments of pull requests", parallel, func(s *scenario) {
 		g := NewWithT(t)
@@ -123,20 +75,24 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 		r := s.repo("app")
 		r.commit(map[string]string{"deploy/cm.yaml": configMap("web", "main")})
 		repoPath := strings.TrimSuffix(r.Name, ".git")
-		api := &forgeAPI{repo: repoPath, prs: map[int]map[string]any{}, writers: map[string]bool{"maintainer": true}}
-		srv := httptest.NewServer(api)
-		t.Cleanup(srv.Close)
+		gh := forgetest.NewGitHub(t, repoPath, "forge-token")
+		gh.Writer("maintainer")
 
-		head := r.Commit(t, "feature", map[string]string{"deploy/cm.yaml": configMap("web", "pr1-a")})
+		head := r.Commit(t, "feature", map[string]string{"deploy/cm.yaml": configMap("web", "pr1-a"),
+			"deploy/ingress.yaml": ingress("web", "pr-1.preview.test")})
 		r.SetRef(t, "refs/pull/1/head", head)
-		api.open(1, "feature", head, "maintainer", false)
-		api.open(2, "typo", head, "visitor", true)
+		gh.Open(1, "feature", head, "maintainer", false)
+		gh.Open(2, "typo", head, "visitor", true)
 
 		s.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "forge", Namespace: s.ns},
 			StringData: map[string]string{"token": "forge-token"}})
 		s.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "previewer", Namespace: s.ns}})
 		s.create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "previewer", Namespace: s.app},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}}})
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
+				{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}},
+				{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses"}, Verbs: []string{"*"}},
+			}})
 		s.create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "previewer", Namespace: s.app},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "previewer"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "previewer", Namespace: s.ns}}})
@@ -144,7 +100,7 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 		set := &convergev1.SyncTargetSet{ObjectMeta: metav1.ObjectMeta{Name: "previews", Namespace: s.ns},
 			Spec: convergev1.SyncTargetSetSpec{
 				Generators: []convergev1.Generator{{PullRequests: &convergev1.PullRequestsGenerator{
-					Provider: convergev1.GitHubForge, Address: srv.URL, Repository: repoPath,
+					Provider: convergev1.GitHubForge, Address: gh.URL, Repository: repoPath,
 					TokenSecretRef:   &convergev1.LocalObjectReference{Name: "forge"},
 					WebhookSecretRef: &convergev1.LocalObjectReference{Name: webhookSecret},
 					Interval:         &metav1.Duration{Duration: time.Hour}, ServiceAccountName: "previewer",
@@ -167,6 +123,18 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 			g.Expect(st.Status.LastAppliedRevision).To(ContainSubstring(head))
 		})
 		g.Expect(configMapValue(g, s.app, "web")).To(Equal("pr1-a"))
+		comment := func(n int, parts ...string) {
+			t.Helper()
+			g.Eventually(func(g Gomega) {
+				c := gh.Comments(n)
+				g.Expect(c).To(HaveLen(1), "one comment, edited in place")
+				for _, p := range parts {
+					g.Expect(c[0].Body).To(ContainSubstring(p))
+				}
+			}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		}
+		comment(1, "- `app-pr-1`: ✅ **Ready** at `"+head[:7]+"`: 2 created", "  - http://pr-1.preview.test")
+		comment(2, "**Not deployed**: from a fork")
 		g.Eventually(func(g Gomega) {
 			got := getSet(g, set)
 			g.Expect(got.Status.PullRequests).To(HaveLen(2))
@@ -175,23 +143,32 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 			g.Expect(generatedNames(g, s.ns, "previews")).To(Equal([]string{"app-pr-1"}), "the fork's pull request is not deployed")
 		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 
-		// A push to the pull request, and its webhook: the preview follows.
+		// A push to the pull request, and its webhook: the preview follows, its comment too.
 		next := r.Commit(t, "feature", map[string]string{"deploy/cm.yaml": configMap("web", "pr1-b")})
 		r.SetRef(t, "refs/pull/1/head", next)
-		api.open(1, "feature", next, "maintainer", false)
+		gh.Open(1, "feature", next, "maintainer", false)
 		pushed := time.Now()
 		g.Expect(pullRequestHook(g, r.httpURL(), 1, "synchronize", webhookToken)).To(Equal(http.StatusAccepted))
 		g.Eventually(func(g Gomega) {
 			g.Expect(configMapValue(g, s.app, "web")).To(Equal("pr1-b"))
 		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 		s.latency("pull-request webhook → preview redeployed", time.Since(pushed))
+		comment(1, "✅ **Ready** at `"+next[:7]+"`")
+
+		// A broken push: its Deployment never becomes ready, the preview rolls back to the
+		// last healthy head, and the comment says so.
+		broken := r.Commit(t, "feature", map[string]string{"deploy/cm.yaml": configMap("web", "pr1-c"),
+			"deploy/web.yaml": deployment("web", 1, "example.com/web:1", "no-such-node: anywhere")})
+		r.SetRef(t, "refs/pull/1/head", broken)
+		gh.Open(1, "feature", broken, "maintainer", false)
+		g.Expect(pullRequestHook(g, r.httpURL(), 1, "synchronize", webhookToken)).To(Equal(http.StatusAccepted))
+		comment(1, "↩️ **Rolled back**: `"+broken[:7]+"` failed", "the preview runs `refs/pull/1/head@sha1:"+next[:7]+"` again")
+		g.Expect(configMapValue(g, s.app, "web")).To(Equal("pr1-b"))
 
 		// A webhook signed with another key is refused and changes nothing.
-		api.close(1)
+		gh.Close(1)
 		g.Expect(pullRequestHook(g, r.httpURL(), 1, "closed", "not-the-token")).To(Equal(http.StatusUnauthorized))
-		g.Consistently(func(g Gomega) {
-			g.Expect(generatedNames(g, s.ns, "previews")).To(Equal([]string{"app-pr-1"}))
-		}).WithTimeout(2 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		g.Expect(generatedNames(g, s.ns, "previews")).To(Equal([]string{"app-pr-1"}))
 
 		// Closed: the preview and its objects are gone.
 		g.Expect(pullRequestHook(g, r.httpURL(), 1, "closed", webhookToken)).To(Equal(http.StatusAccepted))
@@ -200,8 +177,6 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 			gone(g, s.app, "web", &corev1.ConfigMap{})
 			g.Expect(suite.k8s.Get(ctx, client.ObjectKeyFromObject(preview), &convergev1.SyncTarget{})).NotTo(Succeed())
 		}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
-		api.mu.Lock()
-		defer api.mu.Unlock()
-		g.Expect(api.lists).To(BeNumerically("<=", 4), "the forge is listed when the set is made and on the signed webhooks only")
+		g.Expect(gh.Lists()).To(BeNumerically("<=", 5), "the forge is listed when the set is made and on the signed webhooks only")
 	})
 }
