@@ -11,18 +11,19 @@ import (
 
 // Workload names, in the order they run.
 const (
-	workloadMany   = "many"
-	workloadShards = "shards"
-	workloadBig    = "big"
-	workloadIdle   = "idle"
-	workloadChange = "change"
-	workloadDrift  = "drift"
-	workloadFetch  = "fetch"
-	workloadHelm   = "helm"
-	workloadFleet  = "fleet"
+	workloadMany     = "many"
+	workloadShards   = "shards"
+	workloadBig      = "big"
+	workloadIdle     = "idle"
+	workloadChange   = "change"
+	workloadDrift    = "drift"
+	workloadFetch    = "fetch"
+	workloadHelm     = "helm"
+	workloadFleet    = "fleet"
+	workloadPreviews = "previews"
 )
 
-var allWorkloads = []string{workloadMany, workloadShards, workloadBig, workloadIdle, workloadChange, workloadDrift, workloadFetch, workloadHelm, workloadFleet}
+var allWorkloads = []string{workloadMany, workloadShards, workloadBig, workloadIdle, workloadChange, workloadDrift, workloadFetch, workloadHelm, workloadFleet, workloadPreviews}
 
 // Config says what to run and at which sizes. The program reads it from BENCH_* variables;
 // the smoke test sets tiny sizes directly.
@@ -72,6 +73,12 @@ type Config struct {
 	// it starts (default a minute); zero starts it at once, as the smoke run does, whose
 	// figures are not compared and whose machine is busy with other tests.
 	IdleWait time.Duration
+	// PreviewN is how many pull requests the previews workload opens (BENCH_PREVIEW_N,
+	// default 50).
+	PreviewN int
+	// PreviewIdle is how long previews counts what the daemon sends with its previews
+	// Ready and nothing to do (default 30s).
+	PreviewIdle time.Duration
 }
 
 // DefaultConfig is the full-size benchmark of the issue, BENCH_N aside (100).
@@ -91,6 +98,8 @@ func DefaultConfig() Config {
 		Out:                 "bin/bench/results.json",
 		FluxDir:             "bin/flux",
 		IdleWait:            time.Minute,
+		PreviewN:            50,
+		PreviewIdle:         30 * time.Second,
 	}
 }
 
@@ -110,6 +119,7 @@ func ConfigFromEnv() (Config, error) {
 		{"BENCH_POLL_INTERVAL_SECONDS", &c.PollIntervalSeconds, 1},
 		{"BENCH_FLOOR_CONCURRENCY", &c.FloorConcurrency, 1},
 		{"BENCH_NODES", &c.Nodes, 0},
+		{"BENCH_PREVIEW_N", &c.PreviewN, 1},
 	}
 	for _, v := range ints {
 		s := strings.TrimSpace(os.Getenv(v.name))
