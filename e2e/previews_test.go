@@ -61,13 +61,14 @@ func pullRequestHook(g Gomega, repoURL string, number int, action, token string)
 }
 
 // Scenario 64: a SyncTargetSet of previews over a forge on loopback. A maintainer's pull
-// request is deployed from its refs/pull/N/head, as the service account the set names,
+// request is deployed from its refs/pull/N/head into a namespace the set creates, both as
+// the service account the set names,
 // and its one comment says Ready with the preview's URL; a fork's waits for its label and
 // its comment says so. The set lists the forge only when created and when a signed
 // pull-request webhook comes (its interval is an hour): a push to the pull request and its
 // webhook redeploy the preview and edit the comment; a broken push is rolled back in the
-// preview and the comment says so; closing the pull request deletes the SyncTarget, and
-// its objects are pruned.
+// preview and the comment says so; closing the pull request deletes the SyncTarget, its
+// objects and its namespace.
 func TestPreviewsOfPullRequests(t *testing.T) {
 	run(t, 64, "preview environments of pull requests", parallel, func(s *scenario) {
 		g := NewWithT(t)
@@ -87,15 +88,19 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 		s.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "forge", Namespace: s.ns},
 			StringData: map[string]string{"token": "forge-token"}})
 		s.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "previewer", Namespace: s.ns}})
-		s.create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "previewer", Namespace: s.app},
+		// The previews' service account may create and delete namespaces and deploy the
+		// app's kinds: the set makes each preview's namespace as that account.
+		s.create(&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: s.ns + "-previewer"},
 			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "delete"}},
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
 				{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}},
 				{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses"}, Verbs: []string{"*"}},
 			}})
-		s.create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "previewer", Namespace: s.app},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "previewer"},
+		s.create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: s.ns + "-previewer"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: s.ns + "-previewer"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "previewer", Namespace: s.ns}}})
+		prNS := s.app + "-pr-1"
 
 		set := &convergev1.SyncTargetSet{ObjectMeta: metav1.ObjectMeta{Name: "previews", Namespace: s.ns},
 			Spec: convergev1.SyncTargetSetSpec{
@@ -104,6 +109,7 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 					TokenSecretRef:   &convergev1.LocalObjectReference{Name: "forge"},
 					WebhookSecretRef: &convergev1.LocalObjectReference{Name: webhookSecret},
 					Interval:         &metav1.Duration{Duration: time.Hour}, ServiceAccountName: "previewer",
+					CreateNamespace: true,
 				}}},
 				Template: convergev1.SyncTargetTemplate{
 					Metadata: convergev1.SyncTargetTemplateMeta{Name: "app-pr-{{ .number }}"},
@@ -111,7 +117,7 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 						"source": map[string]any{"url": r.httpURL(), "ref": map[string]any{"name": "{{ .headRef }}"},
 							"secretRef": map[string]any{"name": httpSecret}, "interval": "1h",
 							"webhookSecretRef": map[string]any{"name": webhookSecret}},
-						"path": "deploy", "targetNamespace": s.app, "serviceAccountName": "previewer",
+						"path": "deploy", "targetNamespace": s.app + "-pr-{{ .number }}", "serviceAccountName": "previewer",
 					}),
 				},
 			}}
@@ -122,7 +128,7 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 			g.Expect(ready(st).Status).To(Equal(metav1.ConditionTrue), "%v", st.Status.Conditions)
 			g.Expect(st.Status.LastAppliedRevision).To(ContainSubstring(head))
 		})
-		g.Expect(configMapValue(g, s.app, "web")).To(Equal("pr1-a"))
+		g.Expect(configMapValue(g, prNS, "web")).To(Equal("pr1-a"))
 		comment := func(n int, parts ...string) {
 			t.Helper()
 			g.Eventually(func(g Gomega) {
@@ -150,7 +156,7 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 		pushed := time.Now()
 		g.Expect(pullRequestHook(g, r.httpURL(), 1, "synchronize", webhookToken)).To(Equal(http.StatusAccepted))
 		g.Eventually(func(g Gomega) {
-			g.Expect(configMapValue(g, s.app, "web")).To(Equal("pr1-b"))
+			g.Expect(configMapValue(g, prNS, "web")).To(Equal("pr1-b"))
 		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 		s.latency("pull-request webhook → preview redeployed", time.Since(pushed))
 		comment(1, "✅ **Ready** at `"+next[:7]+"`")
@@ -163,7 +169,7 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 		gh.Open(1, "feature", broken, "maintainer", false)
 		g.Expect(pullRequestHook(g, r.httpURL(), 1, "synchronize", webhookToken)).To(Equal(http.StatusAccepted))
 		comment(1, "↩️ **Rolled back**: `"+broken[:7]+"` failed", "the preview runs `refs/pull/1/head@sha1:"+next[:7]+"` again")
-		g.Expect(configMapValue(g, s.app, "web")).To(Equal("pr1-b"))
+		g.Expect(configMapValue(g, prNS, "web")).To(Equal("pr1-b"))
 
 		// A webhook signed with another key is refused and changes nothing.
 		gh.Close(1)
@@ -174,7 +180,10 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 		g.Expect(pullRequestHook(g, r.httpURL(), 1, "closed", webhookToken)).To(Equal(http.StatusAccepted))
 		g.Eventually(func(g Gomega) {
 			g.Expect(generatedNames(g, s.ns, "previews")).To(BeEmpty())
-			gone(g, s.app, "web", &corev1.ConfigMap{})
+			gone(g, prNS, "web", &corev1.ConfigMap{})
+			ns := &corev1.Namespace{}
+			err := suite.k8s.Get(ctx, client.ObjectKey{Name: prNS}, ns)
+			g.Expect(err == nil && ns.DeletionTimestamp == nil).To(BeFalse(), "the preview's namespace is deleted with it")
 			g.Expect(suite.k8s.Get(ctx, client.ObjectKeyFromObject(preview), &convergev1.SyncTarget{})).NotTo(Succeed())
 		}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		g.Expect(gh.Lists()).To(BeNumerically("<=", 5), "the forge is listed when the set is made and on the signed webhooks only")

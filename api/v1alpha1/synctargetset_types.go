@@ -161,6 +161,14 @@ type PullRequestsGenerator struct {
 	// +optional
 	WebhookSecretRef *LocalObjectReference `json:"webhookSecretRef,omitempty"`
 
+	// CreateNamespace has the set create each preview's spec.targetNamespace, as
+	// serviceAccountName (which needs the right to create and delete namespaces), labelled
+	// converge.dev/preview-of=<set namespace>.<set name>, and delete it, as that account too,
+	// when the preview goes or the set is deleted. A namespace that exists and is not the
+	// set's is refused.
+	// +optional
+	CreateNamespace bool `json:"createNamespace,omitempty"`
+
 	// DisableComments keeps converge from writing its comment on each pull request (its
 	// preview's state and URLs, or why it has none, edited in place); comments need
 	// tokenSecretRef.

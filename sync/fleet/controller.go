@@ -55,6 +55,9 @@ type Reconciler struct {
 	// Limits bound the template work of one reconcile.
 	Limits Limits
 
+	// accounts act as the service accounts that create previews' namespaces.
+	accounts *asAccounts
+
 	// sizes are the sets' sizes, for the wait after a change of their SyncTargets.
 	sizes setSizes
 	// listed are the generations of the sets whose directories were listed.
@@ -98,6 +101,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 		PullRequests: forges,
 		Comments:     forges,
 		Schema:       schema,
+		accounts:     &asAccounts{config: mgr.GetConfig(), scheme: client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}},
 	}
 	workers := o.Workers
 	if workers <= 0 {
@@ -153,13 +157,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.sync(ctx, set)
 }
 
-// syncFinalizer holds the set with preserveOnDeletion, and lets it go without.
+// syncFinalizer holds the set with preserveOnDeletion, or that creates its previews'
+// namespaces, and lets it go without.
 func (r *Reconciler) syncFinalizer(ctx context.Context, set *convergev1.SyncTargetSet) error {
 	has := controllerutil.ContainsFinalizer(set, Finalizer)
-	if has == set.Spec.PreserveOnDeletion {
+	want := set.Spec.PreserveOnDeletion || namespaceCreator(set) != nil
+	if has == want {
 		return nil
 	}
-	if set.Spec.PreserveOnDeletion {
+	if want {
 		controllerutil.AddFinalizer(set, Finalizer)
 	} else {
 		controllerutil.RemoveFinalizer(set, Finalizer)
@@ -167,20 +173,25 @@ func (r *Reconciler) syncFinalizer(ctx context.Context, set *convergev1.SyncTarg
 	return r.Client.Update(ctx, set)
 }
 
-// finalize releases the SyncTargets of a set with preserveOnDeletion, then lets the set
-// go; without it the garbage collector deletes them through their owner reference.
+// finalize releases the SyncTargets of a set with preserveOnDeletion, or deletes the
+// previews' namespaces the set created, then lets the set go; without preserveOnDeletion
+// the garbage collector deletes its SyncTargets through their owner reference.
 func (r *Reconciler) finalize(ctx context.Context, set *convergev1.SyncTargetSet) error {
 	if !controllerutil.ContainsFinalizer(set, Finalizer) {
 		return nil
 	}
-	owned, err := r.owned(ctx, set)
-	if err != nil {
-		return err
-	}
-	for _, st := range owned {
-		if err := r.release(ctx, set, st); err != nil {
+	if set.Spec.PreserveOnDeletion {
+		owned, err := r.owned(ctx, set)
+		if err != nil {
 			return err
 		}
+		for _, st := range owned {
+			if err := r.release(ctx, set, st); err != nil {
+				return err
+			}
+		}
+	} else if err := r.dropNamespaces(ctx, set, nil); err != nil {
+		return err
 	}
 	controllerutil.RemoveFinalizer(set, Finalizer)
 	return r.Client.Update(ctx, set)
@@ -211,6 +222,13 @@ func (r *Reconciler) sync(ctx context.Context, set *convergev1.SyncTargetSet) (c
 		return ctrl.Result{}, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)
 	}
 	plan := PlanRollout(targets, set.Spec.Strategy)
+	if err := r.ensureNamespaces(ctx, set, plan.Apply); err != nil {
+		if foreign := (*foreignNamespaceError)(nil); errors.As(err, &foreign) {
+			return ctrl.Result{}, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)
+		}
+		// Not allowed yet, or the API server away: tried again.
+		return ctrl.Result{RequeueAfter: retryAfter}, r.fail(ctx, set, convergev1.GenerationFailedReason, err)
+	}
 	if err := r.write(ctx, set, plan.Apply); err != nil {
 		if errors.Is(err, errNotOurs) || apierrors.IsInvalid(err) {
 			return ctrl.Result{}, r.fail(ctx, set, convergev1.TemplateInvalidReason, err)
@@ -219,6 +237,11 @@ func (r *Reconciler) sync(ctx context.Context, set *convergev1.SyncTargetSet) (c
 	}
 	for _, st := range stale {
 		if err := r.remove(ctx, set, st); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if len(stale) > 0 && !set.Spec.PreserveOnDeletion {
+		if err := r.dropNamespaces(ctx, set, targets); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
