@@ -62,3 +62,19 @@ func Local(addr netip.Addr) string {
 	}
 	return ""
 }
+
+// Forbidden says why addr may not be dialled for a tenant's input (words that follow "it
+// is"), or "" when it may: a cloud metadata service, or the daemon's own host or link —
+// its NAT64 form included.
+func Forbidden(addr netip.Addr) string {
+	addr = Normalize(addr)
+	if v4, ok := NAT64(addr); ok {
+		if why := Forbidden(v4); why != "" {
+			return "the NAT64 form of " + why
+		}
+	}
+	if why := Metadata(addr); why != "" {
+		return why
+	}
+	return Local(addr)
+}

@@ -36,27 +36,12 @@ func (e *AddressRefusedError) Unwrap() error { return sources.ErrInvalidSource }
 // allowHint ends the error of an address refused unless AllowLoopback.
 const allowHint = "; chart repositories there are refused unless the daemon runs with --allow-loopback-clusters"
 
-// forbiddenAddress says why a chart repository may not be at addr (words that follow "it
-// is"), or "" when it may.
-func forbiddenAddress(addr netip.Addr) string {
-	addr = netguard.Normalize(addr)
-	if v4, ok := netguard.NAT64(addr); ok {
-		if why := forbiddenAddress(v4); why != "" {
-			return "the NAT64 form of " + why
-		}
-	}
-	if why := netguard.Metadata(addr); why != "" {
-		return why
-	}
-	return netguard.Local(addr)
-}
-
 // checkAddress refuses an address the client may not connect to.
 func (c *Client) checkAddress(ap netip.AddrPort) error {
 	if c.AllowLoopback || (c.allowAddr != nil && c.allowAddr(ap)) {
 		return nil
 	}
-	if why := forbiddenAddress(ap.Addr()); why != "" {
+	if why := netguard.Forbidden(ap.Addr()); why != "" {
 		return &AddressRefusedError{Address: ap.String(), Why: why + allowHint}
 	}
 	return nil

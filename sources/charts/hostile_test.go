@@ -16,6 +16,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/converge-gitops/converge/internal/netguard"
 	"github.com/converge-gitops/converge/sources"
 )
 
@@ -200,7 +201,7 @@ func TestForbiddenAddresses(t *testing.T) {
 		"64:ff9b::7f00:1": "NAT64 form of a loopback", "64:ff9b::a9fe:a9fe": "NAT64 form of a cloud metadata", "64:ff9b::a9fe:101": "NAT64 form of a link-local",
 		"10.1.2.3": "", "192.168.1.1": "", "93.184.215.14": "", "2606:4700::1": "",
 	} {
-		got := forbiddenAddress(netip.MustParseAddr(addr))
+		got := netguard.Forbidden(netip.MustParseAddr(addr))
 		if why == "" {
 			g.Expect(got).To(BeEmpty(), addr)
 		} else {

@@ -303,14 +303,7 @@ func refuseLocal(_, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return fmt.Errorf("refusing to connect to %s: not an IP address", address)
 	}
-	addr := netguard.Normalize(ap.Addr())
-	if v4, ok := netguard.NAT64(addr); ok {
-		addr = v4
-	}
-	why := netguard.Metadata(addr)
-	if why == "" {
-		why = netguard.Local(addr)
-	}
+	why := netguard.Forbidden(ap.Addr())
 	if why != "" {
 		return fmt.Errorf("refusing to connect to %s: it is %s; forges there are refused unless the daemon runs with --allow-loopback-clusters", ap, why)
 	}
