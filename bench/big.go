@@ -608,6 +608,12 @@ func (b *Bench) measureChange(ctx context.Context, d *daemon, g *bigGroup, ns, v
 // sendWebhook announces a push to the repository with a generic signed payload.
 func (b *Bench) sendWebhook(ctx context.Context, d *daemon, url string) error {
 	body := fmt.Appendf(nil, `{"repository": {"url": %q}}`, url)
+	return postWebhook(ctx, d, body, func(h http.Header, sig string) { h.Set("X-Signature", "sha256="+sig) })
+}
+
+// postWebhook sends body to the daemon's webhook receiver, its HMAC with the benchmark's
+// webhook token set in the headers by sign, and wants it accepted.
+func postWebhook(ctx context.Context, d *daemon, body []byte, sign func(h http.Header, sig string)) error {
 	mac := hmac.New(sha256.New, []byte(webhookToken))
 	mac.Write(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.webhookURL, bytes.NewReader(body))
@@ -615,7 +621,7 @@ func (b *Bench) sendWebhook(ctx context.Context, d *daemon, url string) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	sign(req.Header, hex.EncodeToString(mac.Sum(nil)))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

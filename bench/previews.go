@@ -1,11 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -287,24 +283,10 @@ func (b *Bench) createPreviewSet(ctx context.Context, pr *previewRepo, forgeURL 
 // with the benchmark's webhook token.
 func (b *Bench) pullRequestWebhook(ctx context.Context, d *daemon, url string) error {
 	body := fmt.Appendf(nil, `{"action": "synchronize", "number": 1, "repository": {"clone_url": %q}}`, url)
-	mac := hmac.New(sha256.New, []byte(webhookToken))
-	mac.Write(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.webhookURL, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", "pull_request")
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("pull-request webhook answered %s, want 202", resp.Status)
-	}
-	return nil
+	return postWebhook(ctx, d, body, func(h http.Header, sig string) {
+		h.Set("X-GitHub-Event", "pull_request")
+		h.Set("X-Hub-Signature-256", "sha256="+sig)
+	})
 }
 
 // idleRequests is what the daemon sent per minute and per target over PreviewIdle, once
