@@ -157,3 +157,18 @@ func isHex(s string, n int) bool {
 	}
 	return true
 }
+
+// ShortRevision abbreviates a revision as converge records it to its first 7 hex digits:
+// main@sha1:0a1b2c3. What is not such a revision is returned as it is.
+func ShortRevision(rev string) string {
+	r, err := ParseRevision(rev)
+	if err != nil {
+		return rev
+	}
+	algo, _, _ := strings.Cut(strings.TrimPrefix(rev, r.Ref+"@"), ":")
+	short := algo + ":" + r.Commit[:7]
+	if r.Ref == "" {
+		return short
+	}
+	return r.Ref + "@" + short
+}

@@ -350,18 +350,7 @@ func orDash(s string) string {
 }
 
 // shortRevision abbreviates a revision to its first 7 hex digits: main@sha1:0a1b2c3.
-func shortRevision(rev string) string {
-	r, err := sources.ParseRevision(rev)
-	if err != nil {
-		return rev
-	}
-	algo, _, _ := strings.Cut(strings.TrimPrefix(rev, r.Ref+"@"), ":")
-	short := algo + ":" + r.Commit[:7]
-	if r.Ref == "" {
-		return short
-	}
-	return r.Ref + "@" + short
-}
+func shortRevision(rev string) string { return sources.ShortRevision(rev) }
 
 var longSHA = regexp.MustCompile(`\b(sha1:[0-9a-f]{7})[0-9a-f]{33}\b|\b(sha256:[0-9a-f]{7})[0-9a-f]{57}\b`)
 

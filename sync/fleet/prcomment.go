@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"html"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
+	"github.com/converge-gitops/converge/sources"
 )
 
 // commentTimeout bounds the comments of one reconcile: a forge that does not answer holds
@@ -117,7 +119,7 @@ func previewState(st *convergev1.SyncTarget, head string) string {
 	switch {
 	case last != nil && strings.Contains(last.Revision, head) && last.Result == convergev1.SyncRolledBack:
 		return fmt.Sprintf("↩️ **Rolled back**: `%s` failed (%s); the preview runs `%s` again", short,
-			commentText(last.Message), shortRevision(st.Status.LastAppliedRevision))
+			commentText(last.Message), sources.ShortRevision(st.Status.LastAppliedRevision))
 	case ready != nil && ready.Status == "True" && atHead && ready.ObservedGeneration == st.Generation:
 		out := fmt.Sprintf("✅ **Ready** at `%s`", short)
 		if last != nil && strings.Contains(last.Revision, head) {
@@ -128,13 +130,6 @@ func previewState(st *convergev1.SyncTarget, head string) string {
 		return fmt.Sprintf("❌ **Failed** at `%s`: %s", short, commentText(ready.Message))
 	}
 	return fmt.Sprintf("🔄 **Deploying** `%s`…", short)
-}
-
-func shortRevision(rev string) string {
-	if i := strings.LastIndex(rev, ":"); i >= 0 && len(rev)-i > 8 {
-		return rev[:i+8]
-	}
-	return rev
 }
 
 // commentText is a message for Markdown: one line, capped, its HTML escaped and its
@@ -179,8 +174,9 @@ func (r *Reconciler) previewURLs(ctx context.Context, st *convergev1.SyncTarget)
 			break
 		}
 	}
-	sort.Strings(urls)
-	return compactStrings(urls, maxURLs)
+	slices.Sort(urls)
+	urls = slices.Compact(urls)
+	return urls[:min(len(urls), maxURLs)]
 }
 
 // hostURLs are the URLs of an Ingress's or HTTPRoute's host names, wildcards left out.
@@ -216,20 +212,6 @@ func hostURLs(u *unstructured.Unstructured) []string {
 			scheme = "https://"
 		}
 		out = append(out, scheme+h)
-	}
-	return out
-}
-
-func compactStrings(ss []string, most int) []string {
-	var out []string
-	for i, s := range ss {
-		if i > 0 && s == ss[i-1] {
-			continue
-		}
-		out = append(out, s)
-		if len(out) == most {
-			break
-		}
 	}
 	return out
 }
