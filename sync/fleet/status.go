@@ -98,7 +98,7 @@ func pullRequestStates(prs []convergev1.PullRequestState, targets []*Target) []c
 	for _, pr := range prs {
 		id := pr.URL + "\x00" + fmt.Sprint(pr.Number)
 		if seen[id] {
-			continue // a matrix reads the same pull request for each of its other side's sets
+			continue // two generators of one repository read the same pull request
 		}
 		seen[id] = true
 		if pr.Waiting == "" {
