@@ -1,7 +1,8 @@
-// Package forge is the REST client of the forges converge reads pull requests from and
-// comments on: GitHub (and GitHub Enterprise), GitLab, Gitea and Forgejo, Bitbucket Cloud.
-// A Client talks to one repository of one forge; New checks the API base (an http or
-// https URL, no credentials, query nor fragment), the repository path and the token.
+// Package forge is the REST client of the forges converge reads pull requests from,
+// comments on and sets commit statuses on: GitHub (and GitHub Enterprise), GitLab, Gitea
+// and Forgejo, Bitbucket Cloud. A Client talks to one repository of one forge; New checks
+// the API base (an http or https URL, no credentials, query nor fragment), the repository
+// path and the token.
 //
 //   - OpenPullRequests lists the open pull (merge) requests, page by page, up to
 //     MaxPullRequests (and 50 pages): more are reported as truncated. GitHub, Gitea and
@@ -17,6 +18,13 @@
 //     its body holds and by its author, the token's own user (asked once per Client):
 //     edited in place when its body changed, left alone when not, created when missing.
 //     A comment holding the marker written by anybody else is never touched.
+//   - SetStatus sets a commit status of a context on a commit (its full hash): GitHub's
+//     and Gitea's statuses, GitLab's commit statuses, Bitbucket's build statuses. The
+//     description is cut to 140 characters; a target URL is sent only when it is an
+//     http(s) URL (Bitbucket requires one: without it, the repository's page on
+//     bitbucket.org); a context longer than 40 characters is shortened, with a hash of
+//     it, into Bitbucket's key. GitLab's refusal of a pending status over a pending one
+//     counts as the status set.
 //
 // # What is sent where
 //

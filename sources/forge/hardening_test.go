@@ -65,6 +65,9 @@ func calls(c *Client) map[string]func() error {
 			return err
 		},
 		"UpsertComment": func() error { _, err := c.UpsertComment(ctx, 7, marker, marker+"\nx"); return err },
+		"SetStatus": func() error {
+			return c.SetStatus(ctx, sha(0xabc), Status{State: StatusSuccess, Context: "converge", TargetURL: "https://ci.example/1"})
+		},
 	}
 }
 
