@@ -91,6 +91,26 @@ func TestPoolRendersAsRenderDoes(t *testing.T) {
 	g.Expect(byName(res.Objects, "w").GetNamespace()).To(BeEmpty(), "Widget is cluster-scoped by the caller's answer")
 }
 
+// A render asked to keep its sensitive values returns, across the worker boundary, every
+// value it decrypted and every value of a Secret in its files; one not asked keeps none.
+func TestPoolKeepsSensitiveValuesWhenAsked(t *testing.T) {
+	g := NewWithT(t)
+	k := newTestKeys(t)
+	root := t.TempDir()
+	write(t, root, "app/cm.yaml", string(ageOnly(k).encrypt(t, "cm.yaml", []byte(cm("cfg", "decrypted-plaintext")))))
+	write(t, root, "app/secret.yaml", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  password: plain-secret-value\n")
+	opts := Options{Root: root, Path: "app", OwnerName: "web", OwnerNamespace: "shop", Decryption: testKeyring(t, k)}
+	p := newPool(t, PoolOptions{})
+	res, err := p.Render(context.Background(), "shop", opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Sensitive).To(BeEmpty())
+	opts.KeepSensitive = true
+	res, err = p.Render(context.Background(), "shop", opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Sensitive).To(ContainElements("decrypted-plaintext", "plain-secret-value"))
+	g.Expect(res.Objects).To(HaveLen(2))
+}
+
 // TestPoolKeepsErrorClasses: a failed render in a worker is the same *Error as in
 // process: file, document, message and class.
 func TestPoolKeepsErrorClasses(t *testing.T) {

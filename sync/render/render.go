@@ -117,6 +117,10 @@ type Options struct {
 	// Helm, when set, renders a Path holding Chart.yaml (and no kustomization) as a Helm
 	// chart with these options. Nil, such a directory is read as plain manifests.
 	Helm *HelmOptions
+	// KeepSensitive fills Result.Sensitive: for a caller that shows rendered objects where
+	// masking Secrets is not enough. The daemon's own renders leave it false, so that their
+	// results, kept in memory, hold no more copies of secret values than the objects do.
+	KeepSensitive bool
 
 	// readHook, when set (tests only), runs before every file read with the
 	// render's context and the file's path relative to Root.
@@ -142,6 +146,12 @@ type Result struct {
 	Kustomized bool
 	// Chart is true when Path was rendered as a Helm chart.
 	Chart bool
+	// Sensitive, when Options.KeepSensitive asked for it, are the values the render read
+	// that must never be shown: every value decrypted from a SOPS file and every value of
+	// a Secret in the files read (and, for data, its decoded text). A caller that shows
+	// rendered objects beyond a Secret's masking (a pull request's comment) redacts them.
+	// It is not part of Digest.
+	Sensitive []string
 }
 
 // How a path was built.
@@ -246,7 +256,11 @@ func renderWithin(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, &Error{File: display, Err: err}
 	}
-	return &Result{Objects: objs, Digest: digest, Kustomized: how == builtKustomize, Chart: how == builtChart}, nil
+	res := &Result{Objects: objs, Digest: digest, Kustomized: how == builtKustomize, Chart: how == builtChart}
+	if opts.KeepSensitive {
+		res.Sensitive = cfs.secretValues()
+	}
+	return res, nil
 }
 
 // IsChart says whether Render renders path of the checkout at root as a Helm chart (given

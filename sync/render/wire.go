@@ -62,6 +62,7 @@ type wireResult struct {
 	Digest     string            `json:",omitempty"`
 	Kustomized bool              `json:",omitempty"`
 	Chart      bool              `json:",omitempty"`
+	Sensitive  []string          `json:",omitempty"`
 	Err        *wireError        `json:",omitempty"`
 	// Dirty says that the worker still runs part of the render (a template loop that
 	// calls no function cannot be stopped): the parent ends the worker.
@@ -160,7 +161,7 @@ func resultOf(res *Result, err error) *wireResult {
 	if err != nil {
 		return &wireResult{Err: wireErrorOf(err)}
 	}
-	out := &wireResult{Digest: res.Digest, Kustomized: res.Kustomized, Chart: res.Chart}
+	out := &wireResult{Digest: res.Digest, Kustomized: res.Kustomized, Chart: res.Chart, Sensitive: res.Sensitive}
 	for _, o := range res.Objects {
 		b, merr := json.Marshal(o.Object)
 		if merr != nil {
@@ -197,7 +198,7 @@ func (w *wireResult) result() (*Result, error) {
 	if w.Err != nil {
 		return nil, w.Err.err()
 	}
-	res := &Result{Digest: w.Digest, Kustomized: w.Kustomized, Chart: w.Chart}
+	res := &Result{Digest: w.Digest, Kustomized: w.Kustomized, Chart: w.Chart, Sensitive: w.Sensitive}
 	res.Objects = make([]*unstructured.Unstructured, 0, len(w.Objects))
 	for _, b := range w.Objects {
 		m := map[string]any{}
