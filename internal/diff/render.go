@@ -32,6 +32,15 @@ var pool = sync.OnceValues(func() (*render.Pool, error) { return render.NewPool(
 // installed in the cluster (as the daemon's RESTMapper does); nil, kinds that are neither
 // built in nor defined by a rendered CRD are taken as namespaced.
 func Render(ctx context.Context, mapper meta.RESTMapper, opts RenderOptions) ([]*unstructured.Unstructured, error) {
+	res, err := RenderResult(ctx, mapper, opts)
+	if err != nil {
+		return nil, err
+	}
+	return res.Objects, nil
+}
+
+// RenderResult is Render with the whole result of the render.
+func RenderResult(ctx context.Context, mapper meta.RESTMapper, opts RenderOptions) (*render.Result, error) {
 	if opts.IsNamespaced == nil {
 		opts.IsNamespaced = target.IsNamespaced(mapper)
 	}
@@ -39,11 +48,7 @@ func Render(ctx context.Context, mapper meta.RESTMapper, opts RenderOptions) ([]
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.Render(ctx, opts.OwnerNamespace, opts)
-	if err != nil {
-		return nil, err
-	}
-	return res.Objects, nil
+	return p.Render(ctx, opts.OwnerNamespace, opts)
 }
 
 // LocalRoot splits a local directory (or manifest file) into the root that reads are
