@@ -62,19 +62,20 @@ func pullRequestHook(g Gomega, repoURL string, number int, action, token string)
 
 // Scenario 64: a SyncTargetSet of previews over a forge on loopback. A maintainer's pull
 // request is deployed from its refs/pull/N/head into a namespace the set creates, both as
-// the service account the set names,
-// and its one comment says Ready with the preview's URL; a fork's waits for its label and
-// its comment says so. The set lists the forge only when created and when a signed
-// pull-request webhook comes (its interval is an hour): a push to the pull request and its
-// webhook redeploy the preview and edit the comment; a broken push is rolled back in the
-// preview and the comment says so; closing the pull request deletes the SyncTarget, its
-// objects and its namespace.
+// the service account the set names; its one comment says Ready with the preview's URL
+// and its diff against the base branch's SyncTarget, and its head's commit status says
+// success. A fork's waits for its label and its comment says so. The set lists the forge
+// only when created and when a signed pull-request webhook comes (its interval is an
+// hour): a push to the pull request and its webhook redeploy the preview and edit the
+// comment; a broken push is rolled back in the preview, and the comment and the commit
+// status say so; closing the pull request deletes the SyncTarget, its objects and its
+// namespace.
 func TestPreviewsOfPullRequests(t *testing.T) {
 	run(t, 64, "preview environments of pull requests", parallel, func(s *scenario) {
 		g := NewWithT(t)
 		ctx := context.Background()
 		r := s.repo("app")
-		r.commit(map[string]string{"deploy/cm.yaml": configMap("web", "main")})
+		mainRev := r.commit(map[string]string{"deploy/cm.yaml": configMap("web", "main")})
 		repoPath := strings.TrimSuffix(r.Name, ".git")
 		gh := forgetest.NewGitHub(t, repoPath, "forge-token")
 		gh.Writer("maintainer")
@@ -101,6 +102,10 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: s.ns + "-previewer"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "previewer", Namespace: s.ns}}})
 		prNS := s.app + "-pr-1"
+		// The base branch's SyncTarget: each pull request's comment shows the diff against
+		// what it applied.
+		base := s.syncTarget("app-main", r, nil)
+		s.waitHealthy(base, mainRev, 60*time.Second)
 
 		set := &convergev1.SyncTargetSet{ObjectMeta: metav1.ObjectMeta{Name: "previews", Namespace: s.ns},
 			Spec: convergev1.SyncTargetSetSpec{
@@ -109,7 +114,7 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 					TokenSecretRef:   &convergev1.LocalObjectReference{Name: "forge"},
 					WebhookSecretRef: &convergev1.LocalObjectReference{Name: webhookSecret},
 					Interval:         &metav1.Duration{Duration: time.Hour}, ServiceAccountName: "previewer",
-					CreateNamespace: true,
+					CreateNamespace: true, DiffAgainst: "app-main",
 				}}},
 				Template: convergev1.SyncTargetTemplate{
 					Metadata: convergev1.SyncTargetTemplateMeta{Name: "app-pr-{{ .number }}"},
@@ -139,7 +144,20 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 				}
 			}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		}
-		comment(1, "- `app-pr-1`: ✅ **Ready** at `"+head[:7]+"`: 2 created", "  - http://pr-1.preview.test")
+		comment(1, "- `app-pr-1`: ✅ **Ready** at `"+head[:7]+"`: 2 created", "  - http://pr-1.preview.test",
+			"### Diff of `"+head[:7]+"` against `main@sha1:"+strings.TrimPrefix(mainRev, "main@sha1:")[:7]+"`",
+			"**1 to create, 1 to change, 0 to prune, 0 unchanged**", "-  value: main\n+  value: pr1-a",
+			"+  - host: pr-1.preview.test")
+		statusOf := func(g Gomega, sha string) forgetest.Status {
+			st := gh.Statuses(sha)
+			g.Expect(st).NotTo(BeEmpty())
+			return st[len(st)-1]
+		}
+		statusName := "converge/preview/" + s.ns + "/previews"
+		g.Eventually(func(g Gomega) {
+			g.Expect(statusOf(g, head)).To(Equal(forgetest.Status{State: "success", Context: statusName,
+				Description: "app-pr-1 Ready at " + head[:7], TargetURL: "http://pr-1.preview.test"}))
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		comment(2, "**Not deployed**: from a fork")
 		g.Eventually(func(g Gomega) {
 			got := getSet(g, set)
@@ -169,6 +187,9 @@ func TestPreviewsOfPullRequests(t *testing.T) {
 		gh.Open(1, "feature", broken, "maintainer", false)
 		g.Expect(pullRequestHook(g, r.httpURL(), 1, "synchronize", webhookToken)).To(Equal(http.StatusAccepted))
 		comment(1, "↩️ **Rolled back**: `"+broken[:7]+"` failed", "the preview runs `refs/pull/1/head@sha1:"+next[:7]+"` again")
+		g.Eventually(func(g Gomega) {
+			g.Expect(statusOf(g, broken)).To(And(HaveField("State", "failure"), HaveField("Description", "app-pr-1 failed at "+broken[:7])))
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		g.Expect(configMapValue(g, prNS, "web")).To(Equal("pr1-b"))
 
 		// A webhook signed with another key is refused and changes nothing.

@@ -175,6 +175,26 @@ type PullRequestsGenerator struct {
 	// +optional
 	DisableComments bool `json:"disableComments,omitempty"`
 
+	// DiffAgainst names a SyncTarget of the set's namespace, the one deploying the base
+	// branch: each pull request's comment then carries the diff of what its preview
+	// renders at the head against the same rendering at the revision that SyncTarget
+	// applied last. Both sides are rendered as the preview (its path, variables and
+	// values, read as serviceAccountName) behind the render boundary; Secret values are
+	// masked and every value read from a Secret or a SOPS file is redacted wherever it
+	// appears. Only pull requests that are deployed are rendered.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')`,message="must be a SyncTarget's name"
+	// +optional
+	DiffAgainst string `json:"diffAgainst,omitempty"`
+
+	// DisableCommitStatus keeps converge from writing a commit status on each deployed
+	// pull request's head commit, named converge/preview/<set namespace>/<set name>:
+	// pending while its previews deploy, success when they are Ready at it, failure when
+	// one failed or was rolled back. Statuses need tokenSecretRef, with the right to write
+	// them.
+	// +optional
+	DisableCommitStatus bool `json:"disableCommitStatus,omitempty"`
+
 	// ServiceAccountName is the service account the previews run as: the template's
 	// spec.serviceAccountName must name it, as written, or the set is refused.
 	// +kubebuilder:validation:MinLength=1

@@ -254,7 +254,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 	if err := o.ui.addTo(mgr, cfg); err != nil {
 		return err
 	}
-	if err := o.addControllers(ctx, mgr, r); err != nil {
+	if err := o.addControllers(ctx, mgr, r, pool); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
@@ -263,7 +263,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 // addControllers registers the SyncTarget, Notifier and SyncTargetSet controllers with
 // mgr, and the webhook receiver, which wakes the SyncTargets' pollers and the sets that
 // list pull requests.
-func (o *serveOptions) addControllers(ctx context.Context, mgr ctrl.Manager, r *reconciler.Reconciler) error {
+func (o *serveOptions) addControllers(ctx context.Context, mgr ctrl.Manager, r *reconciler.Reconciler, pool *render.Pool) error {
 	if err := r.SetupWithManager(ctx, mgr, reconciler.Options{Concurrency: o.manager.concurrency}); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
 	}
@@ -271,7 +271,7 @@ func (o *serveOptions) addControllers(ctx context.Context, mgr ctrl.Manager, r *
 		return fmt.Errorf("setting up the notifier controller: %w", err)
 	}
 	sets, err := fleet.SetupWithManager(mgr, fleet.Options{Cache: o.source.setCache(), Polls: r.Scheduler().Polls(),
-		AllowLoopback: o.sync.allowLoopbackClusters})
+		AllowLoopback: o.sync.allowLoopbackClusters, RenderPool: pool})
 	if err != nil {
 		return fmt.Errorf("setting up the SyncTargetSet controller: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
 	"github.com/converge-gitops/converge/sources/poll"
+	"github.com/converge-gitops/converge/sync/render"
 )
 
 // FieldOwner is the field manager of the set's writes to the SyncTargets it generates.
@@ -57,6 +58,8 @@ type Reconciler struct {
 
 	// accounts act as the service accounts that create previews' namespaces.
 	accounts *asAccounts
+	// diffs are the previews' diffs their pull requests' comments carry.
+	diffs *previewDiffs
 
 	// sizes are the sets' sizes, for the wait after a change of their SyncTargets.
 	sizes setSizes
@@ -77,6 +80,9 @@ type Options struct {
 	// AllowLoopback lets the forges of pullRequests generators be at loopback or
 	// link-local addresses (tests; --allow-loopback-clusters).
 	AllowLoopback bool
+	// RenderPool renders the previews' diffs (pullRequests generators' diffAgainst) in
+	// its worker processes: the daemon's render boundary. Nil, in a pool of their own.
+	RenderPool *render.Pool
 }
 
 // SetupWithManager creates the controller and registers it with mgr: it watches sets
@@ -103,6 +109,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 		Schema:       schema,
 		accounts:     &asAccounts{config: mgr.GetConfig(), scheme: client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}},
 	}
+	dr := diffRenderer{reader: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(), as: r.accountClient, pool: o.RenderPool}
+	r.diffs = &previewDiffs{compute: dr.previewDiff, wake: func(set client.ObjectKey) { wakeSet(wake, set) }}
 	workers := o.Workers
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -129,6 +137,9 @@ func (r *Reconciler) forgetSources(set client.ObjectKey, generation int64) {
 	}
 	if l, ok := r.PullRequests.(*ForgeLister); ok {
 		l.Forget(set)
+	}
+	if r.diffs != nil {
+		r.diffs.forget(set)
 	}
 }
 

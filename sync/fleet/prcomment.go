@@ -18,6 +18,7 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sources/forge"
 )
 
 // commentTimeout bounds the comments of one reconcile: a forge that does not answer holds
@@ -38,11 +39,15 @@ type prComment struct {
 }
 
 // Comments writes the comment of converge on each pull request of a set's
-// pullRequests generators; the controller's is its ForgeLister.
+// pullRequests generators, and the commit status of its previews; the controller's is its
+// ForgeLister.
 type Comments interface {
 	// Comment makes sure pull request number carries body as converge's one comment,
 	// marked with marker, with the token of the set's namespace.
 	Comment(ctx context.Context, set client.ObjectKey, g *convergev1.PullRequestsGenerator, number int, marker, body string) error
+	// Status sets the commit status st on commit sha, with the token of the set's
+	// namespace.
+	Status(ctx context.Context, set client.ObjectKey, g *convergev1.PullRequestsGenerator, sha string, st forge.Status) error
 }
 
 // commentMarker marks the comment of one set on a pull request.
@@ -50,9 +55,12 @@ func commentMarker(set client.ObjectKey) string {
 	return "<!-- converge-preview " + set.String() + " -->"
 }
 
+// statusContext names the commit status of one set's previews.
+func statusContext(set client.ObjectKey) string { return "converge/preview/" + set.String() }
+
 // comment writes what became of each pull request the set read on the pull request
-// itself: its preview's state, or why it has none. A failure is logged and tried again
-// at the set's next reconcile; it never fails the set.
+// itself: its preview's state, or why it has none, and the commit status of its head. A
+// failure is logged and tried again at the set's next reconcile; it never fails the set.
 func (r *Reconciler) comment(ctx context.Context, set *convergev1.SyncTargetSet, gen Generated, targets []*Target) {
 	if r.Comments == nil || len(gen.comments) == 0 {
 		return
@@ -60,6 +68,8 @@ func (r *Reconciler) comment(ctx context.Context, set *convergev1.SyncTargetSet,
 	ctx, cancel := context.WithTimeout(ctx, commentTimeout)
 	defer cancel()
 	key := client.ObjectKeyFromObject(set)
+	targets = slices.Clone(targets)
+	sort.SliceStable(targets, func(i, j int) bool { return targets[i].Name < targets[j].Name })
 	byURL := map[string][]*Target{}
 	for _, t := range targets {
 		byURL[t.Params["url"]] = append(byURL[t.Params["url"]], t)
@@ -67,28 +77,37 @@ func (r *Reconciler) comment(ctx context.Context, set *convergev1.SyncTargetSet,
 	seen := map[string]bool{}
 	for _, c := range gen.comments {
 		id := c.state.URL + "\x00" + fmt.Sprint(c.state.Number)
-		if seen[id] || c.gen.DisableComments || c.gen.TokenSecretRef == nil {
+		if seen[id] || c.gen.TokenSecretRef == nil {
 			continue
 		}
 		seen[id] = true
-		body := commentMarker(key) + "\n" + r.commentBody(ctx, c.state, byURL[c.state.URL])
-		if err := r.Comments.Comment(ctx, key, c.gen, int(c.state.Number), commentMarker(key), body); err != nil {
-			ctrl.LoggerFrom(ctx).Info("commenting on a pull request failed; tried again at the next reconcile",
-				"set", key.String(), "pullRequest", c.state.Number, "error", err.Error())
+		log := ctrl.LoggerFrom(ctx).WithValues("set", key.String(), "pullRequest", c.state.Number)
+		mine := byURL[c.state.URL]
+		if !c.gen.DisableComments {
+			body := commentMarker(key) + "\n" + r.commentBody(ctx, key, c.gen, c.state, mine)
+			if err := r.Comments.Comment(ctx, key, c.gen, int(c.state.Number), commentMarker(key), body); err != nil {
+				log.Info("commenting on a pull request failed; tried again at the next reconcile", "error", err.Error())
+			}
+		}
+		if !c.gen.DisableCommitStatus && c.state.Waiting == "" && len(mine) > 0 && c.state.HeadSHA != "" {
+			st := r.commitStatus(ctx, key, c.state.HeadSHA, mine)
+			if err := r.Comments.Status(ctx, key, c.gen, c.state.HeadSHA, st); err != nil {
+				log.Info("setting a pull request's commit status failed; tried again at the next reconcile", "error", err.Error())
+			}
 		}
 	}
 }
 
-// commentBody says, in Markdown, what became of a pull request: each preview's state and
-// where it answers, or why there is none.
-func (r *Reconciler) commentBody(ctx context.Context, pr convergev1.PullRequestState, targets []*Target) string {
+// commentBody says, in Markdown, what became of a pull request: each preview's state,
+// where it answers and its diff, or why there is none.
+func (r *Reconciler) commentBody(ctx context.Context, set client.ObjectKey, g *convergev1.PullRequestsGenerator,
+	pr convergev1.PullRequestState, targets []*Target) string {
 	var b strings.Builder
 	b.WriteString("#### converge preview\n\n")
 	if pr.Waiting != "" {
 		fmt.Fprintf(&b, "⏸ **Not deployed**: %s.\n", commentText(pr.Waiting))
 		return b.String()
 	}
-	sort.Slice(targets, func(i, j int) bool { return targets[i].Name < targets[j].Name })
 	for _, t := range targets {
 		fmt.Fprintf(&b, "- `%s`: %s\n", t.Name, previewState(t.Live, pr.HeadSHA))
 		if t.Live != nil && t.Live.Spec.KubeConfig == nil {
@@ -97,39 +116,110 @@ func (r *Reconciler) commentBody(ctx context.Context, pr convergev1.PullRequestS
 			}
 		}
 	}
+	for _, t := range targets {
+		b.WriteString(r.previewDiffSection(ctx, set, g, pr, t))
+	}
 	return b.String()
+}
+
+// commitStatus is the commit status of a pull request's head: failure when one of its
+// previews failed or was rolled back, success when all are Ready at it, pending
+// otherwise; it links to the first preview's first URL.
+func (r *Reconciler) commitStatus(ctx context.Context, set client.ObjectKey, head string, targets []*Target) forge.Status {
+	st := forge.Status{State: forge.StatusSuccess, Context: statusContext(set)}
+	var ready, deploying []string
+	for _, t := range targets {
+		switch phaseOf(t.Live, head) {
+		case phaseFailed, phaseRolledBack:
+			if st.State != forge.StatusFailure {
+				st.State, st.Description = forge.StatusFailure, t.Name+" failed at "+shortHead(head)
+			}
+		case phaseReady:
+			ready = append(ready, t.Name)
+		default:
+			deploying = append(deploying, t.Name)
+		}
+	}
+	switch {
+	case st.State == forge.StatusFailure:
+	case len(deploying) > 0:
+		st.State, st.Description = forge.StatusPending, "deploying "+strings.Join(deploying, ", ")
+	default:
+		st.Description = strings.Join(ready, ", ") + " Ready at " + shortHead(head)
+	}
+	if t := targets[0]; t.Live != nil && t.Live.Spec.KubeConfig == nil && st.State == forge.StatusSuccess {
+		if urls := r.previewURLs(ctx, t.Live); len(urls) > 0 {
+			st.TargetURL = urls[0]
+		}
+	}
+	return st
+}
+
+// previewPhase is where a preview stands at a pull request's head.
+type previewPhase int
+
+const (
+	phaseDeploying previewPhase = iota
+	phaseReady
+	phaseFailed
+	phaseRolledBack
+)
+
+// phaseOf is where the preview SyncTarget st (nil: not written yet) stands at head: Ready
+// there, failed, rolled back from it, or deploying it.
+func phaseOf(st *convergev1.SyncTarget, head string) previewPhase {
+	if st == nil {
+		return phaseDeploying
+	}
+	ready := apimeta.FindStatusCondition(st.Status.Conditions, convergev1.ReadyCondition)
+	last := lastEntry(st)
+	atHead := head != "" && strings.Contains(st.Status.LastAppliedRevision, head)
+	switch {
+	case last != nil && strings.Contains(last.Revision, head) && last.Result == convergev1.SyncRolledBack:
+		return phaseRolledBack
+	case ready != nil && ready.Status == "True" && atHead && ready.ObservedGeneration == st.Generation:
+		return phaseReady
+	case ready != nil && ready.Status == "False" && ready.Reason != convergev1.ProgressingReason:
+		return phaseFailed
+	}
+	return phaseDeploying
+}
+
+func lastEntry(st *convergev1.SyncTarget) *convergev1.HistoryEntry {
+	if len(st.Status.History) == 0 {
+		return nil
+	}
+	return &st.Status.History[0]
 }
 
 // previewState is a preview SyncTarget's state in a few words: deploying the head, Ready
 // at it with what changed, failed or rolled back with why.
 func previewState(st *convergev1.SyncTarget, head string) string {
-	short := head
-	if len(short) > 7 {
-		short = short[:7]
-	}
-	if st == nil {
-		return fmt.Sprintf("🔄 **Deploying** `%s`…", short)
-	}
-	ready := apimeta.FindStatusCondition(st.Status.Conditions, convergev1.ReadyCondition)
-	var last *convergev1.HistoryEntry
-	if len(st.Status.History) > 0 {
-		last = &st.Status.History[0]
-	}
-	atHead := head != "" && strings.Contains(st.Status.LastAppliedRevision, head)
-	switch {
-	case last != nil && strings.Contains(last.Revision, head) && last.Result == convergev1.SyncRolledBack:
+	short := shortHead(head)
+	switch phaseOf(st, head) {
+	case phaseRolledBack:
 		return fmt.Sprintf("↩️ **Rolled back**: `%s` failed (%s); the preview runs `%s` again", short,
-			commentText(last.Message), sources.ShortRevision(st.Status.LastAppliedRevision))
-	case ready != nil && ready.Status == "True" && atHead && ready.ObservedGeneration == st.Generation:
+			commentText(lastEntry(st).Message), sources.ShortRevision(st.Status.LastAppliedRevision))
+	case phaseReady:
 		out := fmt.Sprintf("✅ **Ready** at `%s`", short)
-		if last != nil && strings.Contains(last.Revision, head) {
+		if last := lastEntry(st); last != nil && strings.Contains(last.Revision, head) {
 			out += fmt.Sprintf(": %d created, %d configured, %d deleted", last.Created, last.Configured, last.Deleted)
 		}
 		return out
-	case ready != nil && ready.Status == "False" && ready.Reason != convergev1.ProgressingReason:
+	case phaseFailed:
+		ready := apimeta.FindStatusCondition(st.Status.Conditions, convergev1.ReadyCondition)
 		return fmt.Sprintf("❌ **Failed** at `%s`: %s", short, commentText(ready.Message))
 	}
 	return fmt.Sprintf("🔄 **Deploying** `%s`…", short)
+}
+
+// shortHead is a pull request's head commit as its comment names it: 7 digits, as the
+// forges show commits.
+func shortHead(head string) string {
+	if len(head) > 7 {
+		return head[:7]
+	}
+	return head
 }
 
 // commentText is a message for Markdown: one line, capped, its HTML escaped and its

@@ -33,6 +33,13 @@ const DefaultPullRequestInterval = time.Minute
 // permissionTTL is how long the forge's answer on an author's write access is kept.
 const permissionTTL = 5 * time.Minute
 
+// maxPosted caps the comments and statuses remembered as written; beyond it, all are
+// forgotten and each is written once more (an unchanged comment costs a read then).
+const maxPosted = 4096
+
+// maxForgeClients caps the forge clients kept; beyond it, all are built anew.
+const maxForgeClients = 256
+
 // forgeTimeout bounds one listing: a forge that does not answer holds a set's worker no
 // longer.
 const forgeTimeout = 30 * time.Second
@@ -60,6 +67,7 @@ type ForgeLister struct {
 	listed  map[prKey]prAnswer
 	writers map[string]prWriter                  // by forge, repository and author
 	hooks   map[string]map[client.ObjectKey]hook // by normalized repository URL
+	clients map[string]*forge.Client             // by namespace, generator and token
 	client  *http.Client
 }
 
@@ -115,15 +123,21 @@ func (l *ForgeLister) WakeSet(set client.ObjectKey) {
 		}
 	}
 	l.mu.Unlock()
-	if l.Wake == nil {
+	wakeSet(l.Wake, set)
+}
+
+// wakeSet has the controller reconcile set; a nil or full channel drops the wake (the
+// set's interval, or its next change, reconciles it).
+func wakeSet(wake chan<- event.GenericEvent, set client.ObjectKey) {
+	if wake == nil {
 		return
 	}
 	ev := event.GenericEvent{Object: &convergev1.SyncTargetSet{}}
 	ev.Object.SetNamespace(set.Namespace)
 	ev.Object.SetName(set.Name)
 	select {
-	case l.Wake <- ev:
-	default: // a full channel: the set's interval lists it
+	case wake <- ev:
+	default:
 	}
 }
 
@@ -259,7 +273,8 @@ func (l *ForgeLister) canWrite(ctx context.Context, fc *forge.Client, g *converg
 	return can, nil
 }
 
-// forgeClient is a client of the generator's repository with the token of its Secret.
+// forgeClient is a client of the generator's repository with the token of its Secret,
+// kept for the token (so that the forge is asked who the token's user is once).
 func (l *ForgeLister) forgeClient(ctx context.Context, namespace string, g *convergev1.PullRequestsGenerator) (*forge.Client, error) {
 	token := ""
 	if ref := g.TokenSecretRef; ref != nil {
@@ -273,7 +288,25 @@ func (l *ForgeLister) forgeClient(ctx context.Context, namespace string, g *conv
 		}
 		token = strings.TrimSpace(string(t))
 	}
-	return forge.New(forge.Kind(g.Provider), g.Address, g.Repository, token, l.httpClient())
+	sum := sha256.Sum256([]byte(token))
+	id := namespace + "\x00" + generatorID(g) + "\x00" + hex.EncodeToString(sum[:])
+	l.mu.Lock()
+	fc, ok := l.clients[id]
+	l.mu.Unlock()
+	if ok {
+		return fc, nil
+	}
+	fc, err := forge.New(forge.Kind(g.Provider), g.Address, g.Repository, token, l.httpClient())
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	if l.clients == nil || len(l.clients) >= maxForgeClients {
+		l.clients = map[string]*forge.Client{}
+	}
+	l.clients[id] = fc
+	l.mu.Unlock()
+	return fc, nil
 }
 
 // httpClient is the client of every forge: with the address check unless AllowLoopback.
@@ -349,8 +382,26 @@ func RepositoryURL(g *convergev1.PullRequestsGenerator) (string, error) {
 // number unless the same body was written there last, through the forge of g with its
 // token.
 func (l *ForgeLister) Comment(ctx context.Context, set client.ObjectKey, g *convergev1.PullRequestsGenerator, number int, marker, body string) error {
-	id := fmt.Sprintf("%s\x00%s\x00%d", set, generatorID(g), number)
-	sum := commentID(body)
+	return l.once(ctx, set, g, fmt.Sprint(number), body, func(fc *forge.Client) error {
+		_, err := fc.UpsertComment(ctx, number, marker, body)
+		return err
+	})
+}
+
+// Status implements Comments: it sets st on commit sha unless the same status was set
+// there last.
+func (l *ForgeLister) Status(ctx context.Context, set client.ObjectKey, g *convergev1.PullRequestsGenerator, sha string, st forge.Status) error {
+	what := fmt.Sprintf("%s\x00%s\x00%s\x00%s", st.State, st.Context, st.Description, st.TargetURL)
+	return l.once(ctx, set, g, sha+"\x00"+st.Context, what, func(fc *forge.Client) error {
+		return fc.SetStatus(ctx, sha, st)
+	})
+}
+
+// once writes through the forge of g, unless what it writes at where was written last.
+func (l *ForgeLister) once(ctx context.Context, set client.ObjectKey, g *convergev1.PullRequestsGenerator, where, what string,
+	write func(*forge.Client) error) error {
+	id := fmt.Sprintf("%s\x00%s\x00%s", set, generatorID(g), where)
+	sum := commentID(what)
 	l.mu.Lock()
 	same := l.posted[id] == sum
 	l.mu.Unlock()
@@ -361,11 +412,11 @@ func (l *ForgeLister) Comment(ctx context.Context, set client.ObjectKey, g *conv
 	if err != nil {
 		return err
 	}
-	if _, err := fc.UpsertComment(ctx, number, marker, body); err != nil {
+	if err := write(fc); err != nil {
 		return err
 	}
 	l.mu.Lock()
-	if l.posted == nil {
+	if l.posted == nil || len(l.posted) >= maxPosted {
 		l.posted = map[string][32]byte{}
 	}
 	l.posted[id] = sum

@@ -24,6 +24,7 @@ import (
 	"github.com/converge-gitops/converge/internal/localcluster"
 	"github.com/converge-gitops/converge/internal/localcluster/clustertest"
 	"github.com/converge-gitops/converge/sources"
+	"github.com/converge-gitops/converge/sync/render"
 )
 
 // The cluster tests share one API server with the CRDs and one manager running the set
@@ -46,6 +47,7 @@ var forges *ForgeLister
 var stopManager = func() {}
 
 func TestMain(m *testing.M) {
+	render.ServeWorkerIfAsked() // this binary is the render worker of the previews' diffs
 	code := m.Run()
 	stopManager()
 	code = shared.Stop(code)
