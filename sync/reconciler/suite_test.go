@@ -253,10 +253,14 @@ func configMap(name, value string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  value: %q\n", name, value)
 }
 
+// deployment is a Deployment whose pods kwok runs. With a nodeSelector matching no node it
+// never becomes Available and reports ProgressDeadlineExceeded after 5 s; without one its
+// progress deadline is 120 s, so that pods a loaded machine starts slowly are not taken
+// for a failed rollout.
 func deployment(name string, replicas int, nodeSelector string) string {
-	sel := ""
+	sel, deadline := "", 120
 	if nodeSelector != "" {
-		sel = "      nodeSelector:\n        " + nodeSelector + "\n"
+		sel, deadline = "      nodeSelector:\n        "+nodeSelector+"\n", 5
 	}
 	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
@@ -264,7 +268,7 @@ metadata:
   name: %[1]s
 spec:
   replicas: %[2]d
-  progressDeadlineSeconds: 5
+  progressDeadlineSeconds: %[4]d
   selector:
     matchLabels: {app: %[1]s}
   template:
@@ -274,7 +278,7 @@ spec:
 %[3]s      containers:
       - name: app
         image: example.com/%[1]s:1
-`, name, replicas, sel)
+`, name, replicas, sel, deadline)
 }
 
 // requireCluster skips a test that needs the local cluster when it was not started (-short).
