@@ -563,6 +563,39 @@ type HistoryEntry struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
 	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+
+	// Hooks are the hooks the attempt ran (Helm's and Argo CD's), in the order it ran them,
+	// with their results: at most 20.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Hooks []HookRun `json:"hooks,omitempty"`
+}
+
+// HookRun is one hook an attempt ran.
+type HookRun struct {
+	// Event is when it ran: pre-install, pre-upgrade, pre-rollback, sync, post-install,
+	// post-upgrade, post-rollback or sync-fail.
+	// +kubebuilder:validation:MaxLength=32
+	// +required
+	Event string `json:"event"`
+	// Kind of the hook's object.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Kind string `json:"kind"`
+	// Name of the hook's object.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Result is Succeeded or Failed.
+	// +required
+	Result SyncResult `json:"result"`
+	// Duration of the hook: its apply and, for a Job or a Pod, the wait for it.
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+	// Message says why it failed.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // SyncTargetStatus is what converge observed and did.

@@ -214,6 +214,11 @@ type Runner struct {
 	Wait func(ctx context.Context, objects, observed []*unstructured.Unstructured) error
 	// Poll is how often a deletion is looked at until the object is gone (250 ms when zero).
 	Poll time.Duration
+	// Ran, when set, is told of each hook run, at event, when it ends: its error (nil when
+	// it succeeded) and how long it took.
+	Ran func(h Hook, event string, err error, took time.Duration)
+	// Now is the clock of Ran's durations (time.Now when nil).
+	Now func() time.Time
 }
 
 // Run runs the hooks of event, one after the other, in order (see For); the first that
@@ -221,8 +226,17 @@ type Runner struct {
 // removed by their hook-succeeded policy.
 func (r Runner) Run(ctx context.Context, hooks []Hook, event string) error {
 	ran := []Hook{}
+	now := r.Now
+	if now == nil {
+		now = time.Now
+	}
 	for _, h := range For(hooks, event) {
-		if err := r.runOne(ctx, h); err != nil {
+		start := now()
+		err := r.runOne(ctx, h)
+		if r.Ran != nil {
+			r.Ran(h, event, err, now().Sub(start))
+		}
+		if err != nil {
 			for _, done := range ran {
 				if done.Policies[HookSucceeded] {
 					_ = r.deleteObjects(ctx, done)

@@ -32,6 +32,8 @@ type deployment struct {
 	hooks []hookspkg.Hook
 	// chart: the revision rendered as a Helm chart.
 	chart bool
+	// hookRuns are the hooks run, for the history.
+	hookRuns []convergev1.HookRun
 }
 
 func (d *deployment) summary() string {
@@ -40,6 +42,11 @@ func (d *deployment) summary() string {
 
 func (d *deployment) record(a *attempt) {
 	a.created, a.configured, a.deleted = d.applied.Created, d.applied.Configured, len(d.pruned.Deleted)
+	for _, h := range d.hookRuns { // a rollback's deployment adds the hooks it ran
+		if len(a.hooks) < maxRecordedHooks {
+			a.hooks = append(a.hooks, h)
+		}
+	}
 }
 
 // attempt deploys revision; when it fails in a way a rollback can repair, the last

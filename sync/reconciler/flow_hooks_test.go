@@ -116,6 +116,15 @@ func TestFlowChartHooksRunInHelmsOrderAroundTheApply(t *testing.T) {
 	f.g.Expect(exists(f, "Job", "a-migrate")).To(BeFalse(), "hook-succeeded removes the hook")
 	f.g.Expect(exists(f, "Job", "b-migrate")).To(BeTrue(), "before-hook-creation keeps it until its next run")
 	f.g.Expect(st.Status.Inventory.Entries).To(HaveLen(1), "hooks are not part of the set")
+	var ran []string
+	for _, h := range st.Status.History[0].Hooks {
+		f.g.Expect(h.Duration).NotTo(BeNil())
+		ran = append(ran, h.Event+" "+h.Kind+"/"+h.Name+" "+string(h.Result))
+	}
+	f.g.Expect(ran).To(Equal([]string{
+		"pre-install ConfigMap/z-settings Succeeded", "pre-install Job/a-migrate Succeeded", "pre-install Job/b-migrate Succeeded",
+		"sync Job/seed Succeeded", "post-install Job/smoke Succeeded",
+	}), "the history entry says which hooks ran, in order, and how they ended")
 
 	f.source.Push(rev2)
 	f.objects.Set(rev2, configMap("web", "two"), hookObject("Job", "b-migrate", pre("0")))
@@ -150,6 +159,11 @@ func TestFlowFailedHookRunsSyncFailThenRollsBack(t *testing.T) {
 		"apply ConfigMap/web", "wait ConfigMap/web",
 	}), "the sync-fail hook runs before the rollback")
 	f.g.Expect(f.live("web")).To(HaveKeyWithValue("v", "one"))
+	hooks := st.Status.History[0].Hooks
+	f.g.Expect(hooks).To(HaveLen(2))
+	f.g.Expect(hooks[0]).To(And(HaveField("Event", "pre-upgrade"), HaveField("Name", "migrate"), HaveField("Result", convergev1.SyncFailed),
+		HaveField("Message", ContainSubstring("BackoffLimitExceeded"))))
+	f.g.Expect(hooks[1]).To(And(HaveField("Name", "page"), HaveField("Result", convergev1.SyncSucceeded), HaveField("Message", "")))
 	f.g.Expect(exists(f, "Job", "migrate")).To(BeFalse(), "HookFailed removes the failed hook")
 	f.g.Expect(exists(f, "Job", "page")).To(BeTrue())
 }

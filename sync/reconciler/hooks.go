@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -68,11 +69,39 @@ func (ru *run) runHooks(ctx context.Context, c client.Client, d *deployment, eve
 	if err := ru.progress(ctx, fmt.Sprintf("running the %s hooks of %s", event, d.revision)); err != nil {
 		return fail(phaseStatus, err)
 	}
-	if err := ru.hookRunner(c, left).Run(hctx, d.hooks, event); err != nil {
+	runner := ru.hookRunner(c, left)
+	runner.Now = ru.r.Clock.Now
+	runner.Ran = func(h hooks.Hook, event string, err error, took time.Duration) {
+		d.ranHook(h, event, err, took, ru.redact)
+	}
+	if err := runner.Run(hctx, d.hooks, event); err != nil {
 		if ctx.Err() != nil {
 			return fail(phaseApply, ctx.Err())
 		}
 		return &failure{reason: convergev1.HookFailedReason, then: failRevision, err: err}
 	}
 	return nil
+}
+
+// Bounds of the hooks a history entry records.
+const (
+	maxRecordedHooks  = 20
+	maxHookRunMessage = 500
+)
+
+// ranHook records a hook run for the attempt's history: its message redacted of the
+// values read from Secrets, and cut.
+func (d *deployment) ranHook(h hooks.Hook, event string, err error, took time.Duration, redact func(string) string) {
+	if len(d.hookRuns) >= maxRecordedHooks {
+		return
+	}
+	run := convergev1.HookRun{Event: event, Kind: h.Object.GetKind(), Name: h.Object.GetName(), Result: convergev1.SyncSucceeded,
+		Duration: &metav1.Duration{Duration: took.Round(time.Millisecond)}}
+	if err != nil {
+		run.Result, run.Message = convergev1.SyncFailed, redact(err.Error())
+		if len(run.Message) > maxHookRunMessage {
+			run.Message = run.Message[:maxHookRunMessage-3] + "..."
+		}
+	}
+	d.hookRuns = append(d.hookRuns, run)
 }

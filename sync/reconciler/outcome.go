@@ -180,6 +180,8 @@ type attempt struct {
 	// firstHealthy: the revision became healthy for the first time (not a full sync of it
 	// again, not a rollback).
 	firstHealthy bool
+	// hooks are the hooks the attempt ran.
+	hooks []convergev1.HookRun
 }
 
 // outcome is the result of a reconcile, the one value turned into status, history, event,
@@ -361,6 +363,7 @@ func historyEntry(o outcome, result convergev1.SyncResult, now time.Time) conver
 		Configured: int32(a.configured),
 		Deleted:    int32(a.deleted),
 		Message:    o.message,
+		Hooks:      a.hooks,
 	}
 }
 
