@@ -22,6 +22,7 @@ type diffOptions struct {
 	output   outputOptions
 	source   diffSourceOptions
 	markdown bool
+	from     string
 }
 
 func newDiffCommand() *cobra.Command {
@@ -42,13 +43,19 @@ fetched at its ref (with the credentials of its secretRef, read with your own), 
 (a branch, tag, full commit SHA or converge revision), or replaced by the local --path DIR (or
 PATH), rendered as its spec.path would be.
 
+With --target NAME --from REV, two revisions of the SyncTarget's source are compared with each
+other instead of with the cluster: --from REV and --revision REF (default: its ref), each
+rendered as above; an object only in the second is created, one only in the first pruned. Values
+read from Secrets or SOPS files are redacted wherever they appear.
+
 Each object an apply would touch gets a header (+ create, ~ change, - prune) and a unified diff of
 its live state against its state after the apply; a summary line follows. Secret values are always
 masked. Exit status: 0 no changes, 1 changes, 2 error — usable as a CI gate.`,
 		Example: `  converge diff deploy/prod --target-namespace shop
   converge diff --target shop -n team-a
   converge diff --target shop -n team-a --revision feature/new-db
-  converge diff --target shop -n team-a --path ./deploy/prod --markdown > comment.md`,
+  converge diff --target shop -n team-a --path ./deploy/prod --markdown > comment.md
+  converge diff --target shop -n team-a --from main@sha1:1a2b3c4d5e6f... --revision main`,
 		ValidArgsFunction: diffCompleteDirs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args)
@@ -58,6 +65,7 @@ masked. Exit status: 0 no changes, 1 changes, 2 error — usable as a CI gate.`,
 	o.output.BindFlags(cmd)
 	o.source.BindFlags(cmd.Flags(), true)
 	cmd.Flags().BoolVar(&o.markdown, "markdown", false, "print a summary for a pull-request comment (a table of changes, the diffs folded)")
+	cmd.Flags().StringVar(&o.from, "from", "", "with --target: compare the rendering of this revision with --revision's (default: its ref) instead of with the cluster")
 	_ = cmd.RegisterFlagCompletionFunc("target", diffCompleteTargets(&o.cli))
 	return cmd
 }
@@ -72,9 +80,15 @@ func (o *diffOptions) run(ctx context.Context, out io.Writer, args []string) err
 	if err := o.source.complete(args); err != nil {
 		return err
 	}
+	if o.from != "" && (o.source.target == "" || o.source.path != "") {
+		return usageError(errors.New("--from needs --target, and compares two revisions: not with --path"))
+	}
 	c, _, err := o.cli.Client()
 	if err != nil {
 		return diffFailed(err)
+	}
+	if o.from != "" {
+		return o.compare(ctx, out, c)
 	}
 	in, err := o.source.load(ctx, &o.cli, c)
 	if err != nil {
@@ -93,10 +107,32 @@ func (o *diffOptions) run(ctx context.Context, out io.Writer, args []string) err
 	if err != nil {
 		return diffFailed(err)
 	}
+	return o.print(out, res, in.title)
+}
 
+// compare prints what changes between two revisions of the SyncTarget's source.
+func (o *diffOptions) compare(ctx context.Context, out io.Writer, c client.Client) error {
+	st, err := o.source.readTarget(ctx, &o.cli, c)
+	if err != nil {
+		return diffFailed(err)
+	}
+	cfg, err := o.cli.kube.restConfig()
+	if err != nil {
+		return diffFailed(err)
+	}
+	res, revs, err := diff.Revisions(ctx, c, cfg, st, o.from, o.source.revision)
+	if err != nil {
+		return diffFailed(err)
+	}
+	return o.print(out, res, fmt.Sprintf("converge diff: SyncTarget `%s/%s` from `%s` to `%s`", st.Namespace, st.Name, revs[0], revs[1]))
+}
+
+// print writes res as asked, and exits with 1 when it holds changes.
+func (o *diffOptions) print(out io.Writer, res *diff.Result, title string) error {
+	var err error
 	switch {
 	case o.markdown:
-		err = diff.WriteMarkdown(out, res, in.title)
+		err = diff.WriteMarkdown(out, res, title)
 	case o.output.format == outputJSON || o.output.format == outputYAML:
 		objs := res.Objects
 		if objs == nil {
@@ -222,17 +258,11 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 		return o.loadPath()
 	}
 	in := &diffInput{}
-	ns, err := cli.Namespace()
+	st, err := o.readTarget(ctx, cli, c)
 	if err != nil {
 		return nil, err
 	}
-	st := &convergev1.SyncTarget{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.target}, st); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("SyncTarget %s/%s not found", ns, o.target)
-		}
-		return nil, fmt.Errorf("reading SyncTarget %s/%s: %w", ns, o.target, err)
-	}
+	ns := st.Namespace
 	in.options = diff.OptionsFor(st)
 	cfg, err := cli.kube.restConfig()
 	if err != nil {
@@ -262,6 +292,22 @@ func (o *diffSourceOptions) load(ctx context.Context, cli *cliOptions, c client.
 	in.render.Root, in.render.Path = in.checkout.Dir, st.Spec.Path
 	in.title = fmt.Sprintf("converge diff: SyncTarget `%s/%s` at `%s`", ns, st.Name, in.checkout.Revision)
 	return in, diff.UseCapabilities(&in.render, on)
+}
+
+// readTarget reads the SyncTarget --target names.
+func (o *diffSourceOptions) readTarget(ctx context.Context, cli *cliOptions, c client.Client) (*convergev1.SyncTarget, error) {
+	ns, err := cli.Namespace()
+	if err != nil {
+		return nil, err
+	}
+	st := &convergev1.SyncTarget{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.target}, st); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("SyncTarget %s/%s not found", ns, o.target)
+		}
+		return nil, fmt.Errorf("reading SyncTarget %s/%s: %w", ns, o.target, err)
+	}
+	return st, nil
 }
 
 // loadPath renders the local PATH, a chart directory as helm template would.

@@ -292,6 +292,28 @@ func TestDiffAgainstCluster(t *testing.T) {
 		noSecrets(t, out)
 	})
 
+	t.Run("two revisions compared with each other", func(t *testing.T) {
+		g := NewWithT(t)
+		out, errOut, code := diffCLI(t, append(target, "--from", "main", "--revision", "feature")...)
+		g.Expect(code).To(Equal(1), errOut)
+		// The live objects the inventory lists and the cluster play no part: not-mine and
+		// keep-me are nowhere, legacy is pruned because feature no longer renders it.
+		g.Expect(out).To(ContainSubstring("~ v1 ConfigMap shop-diff/settings\n"))
+		g.Expect(out).To(ContainSubstring("--- before\n+++ after\n"))
+		g.Expect(out).To(ContainSubstring("-  mode: blue\n+  mode: green\n"))
+		g.Expect(out).To(ContainSubstring("+ v1 ConfigMap shop-diff/extra\n"))
+		g.Expect(out).To(ContainSubstring("- v1 ConfigMap shop-diff/legacy\n"))
+		g.Expect(out).To(ContainSubstring("-  password: '***'\n+  password: '*** (changed)'\n"))
+		g.Expect(out).To(HaveSuffix("\n1 to create, 2 to change, 1 to prune, 0 unchanged\n"))
+		noSecrets(t, out)
+		same, errOut, code := diffCLI(t, append(target, "--from", "main")...)
+		g.Expect(code).To(Equal(0), errOut)
+		g.Expect(same).To(Equal("0 to create, 0 to change, 0 to prune, 3 unchanged\n"))
+		md, _, _ := diffCLI(t, append(target, "--from", "main", "--revision", featureSHA, "--markdown")...)
+		g.Expect(md).To(ContainSubstring("SyncTarget `team-diff/app` from `main@sha1:"))
+		g.Expect(md).To(ContainSubstring("` to `sha1:" + featureSHA + "`"))
+	})
+
 	t.Run("unknown revision", func(t *testing.T) {
 		g := NewWithT(t)
 		_, errOut, code := diffCLI(t, append(target, "--revision", "no-such-branch")...)
@@ -372,6 +394,8 @@ spec:
 			{name: "no path, no target", args: []string{"diff"}, wantErr: "expected a PATH to render, --chart-repository URL --chart NAME, or --target NAME"},
 			{name: "revision without target", args: []string{"diff", ".", "--revision", "main"}, wantErr: "--revision needs --target"},
 			{name: "path and revision", args: []string{"diff", "--target", "app", "--path", ".", "--revision", "main"}, wantErr: "exclude each other"},
+			{name: "from without target", args: []string{"diff", ".", "--from", "main"}, wantErr: "--from needs --target"},
+			{name: "from with path", args: []string{"diff", "--target", "app", "--path", ".", "--from", "main"}, wantErr: "--from needs --target"},
 			{name: "bad output", args: []string{"diff", ".", "-o", "xml"}, wantErr: "--output must be table, yaml or json"},
 			{name: "unknown flag", args: []string{"diff", ".", "--frobnicate"}, wantErr: "unknown flag"},
 			{name: "unreachable cluster", args: []string{"diff", ".", "--kubeconfig", filepath.Join(t.TempDir(), "none")}, wantErr: "kubeconfig"},

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/diff"
 )
 
@@ -22,9 +23,19 @@ type diffObject struct {
 // last would change, Secret values masked (internal/diff never lets them out).
 type diffView struct {
 	Revision revisionView
-	Summary  string
-	Objects  []diffObject
-	Error    string
+	// From is the older revision when two revisions are compared with each other
+	// (Compare).
+	From    revisionView
+	Compare bool
+	Summary string
+	Objects []diffObject
+	Error   string
+}
+
+// compareView is the page comparing two revisions of a SyncTarget.
+type compareView struct {
+	Namespace, Name string
+	Diff            *diffView
 }
 
 var signs = map[diff.Action]string{diff.Create: "+", diff.Change: "~", diff.Prune: "-"}
@@ -52,6 +63,12 @@ func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, "diff", v)
 		return
 	}
+	v.fill(res)
+	s.render(w, r, "diff", v)
+}
+
+// fill lists res's changes.
+func (v *diffView) fill(res *diff.Result) {
 	v.Summary = res.Summary().String()
 	for _, o := range res.Objects {
 		if o.Action == diff.Unchanged || o.Action == diff.Skip && o.Note == "" {
@@ -59,7 +76,48 @@ func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Objects = append(v.Objects, diffObject{Action: string(o.Action), Sign: signs[o.Action], Ref: o.Ref(), Note: o.Note, Lines: diffLines(o.Diff)})
 	}
-	s.render(w, r, "diff", v)
+}
+
+// serveCompare shows what changes between two revisions of a SyncTarget (?from=&to=, as
+// its history records them), object by object, as converge diff --target NAME --from
+// FROM --revision TO does.
+func (s *Server) serveCompare(w http.ResponseWriter, r *http.Request) {
+	st, err := s.readTarget(r.Context(), "get", keyOf(r))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	from, to := r.URL.Query().Get("from"), r.URL.Query().Get("to")
+	v := &compareView{Namespace: st.Namespace, Name: st.Name, Diff: &diffView{Compare: true,
+		From: revisionOf(st, from), Revision: revisionOf(st, to)}}
+	switch {
+	case s.opts.InCluster != nil:
+		// Fetching the source is done with its credentials, read with the server's rights:
+		// not for a user.
+		v.Diff.Error = "revisions are not compared here: run converge diff --target " + st.Name + " -n " + st.Namespace +
+			" --from " + from + " --revision " + to + " (or converge ui) with your own credentials"
+	case !recorded(st, from) || !recorded(st, to):
+		v.Diff.Error = "pick two revisions of the SyncTarget's history"
+	default:
+		res, revs, err := diff.Revisions(r.Context(), s.client, s.opts.Config, st, from, to)
+		if err != nil {
+			v.Diff.Error = s.explain(err)
+			break
+		}
+		v.Diff.From, v.Diff.Revision = revisionOf(st, revs[0]), revisionOf(st, revs[1])
+		v.Diff.fill(res)
+	}
+	s.render(w, r, "compare", v)
+}
+
+// recorded says whether rev is a revision of st's history: the only ones compared.
+func recorded(st *convergev1.SyncTarget, rev string) bool {
+	for _, h := range st.Status.History {
+		if rev != "" && h.Revision == rev {
+			return true
+		}
+	}
+	return false
 }
 
 func diffLines(d string) []diffLine {
