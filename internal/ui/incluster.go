@@ -167,8 +167,8 @@ func (ic *InCluster) review(ctx context.Context, token string, key [32]byte) (au
 // allowed asks the API server whether user may do attrs, reusing a recent answer.
 func (ic *InCluster) allowed(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes) (bool, error) {
 	ic.init()
-	key := sha256.Sum256(fmt.Appendf(nil, "%q %q %q %q %q %q %q %q %q", user.Username, user.UID, user.Groups, user.Extra,
-		attrs.Verb, attrs.Group, attrs.Resource, attrs.Namespace, attrs.Name))
+	key := sha256.Sum256(fmt.Appendf(nil, "%q %q %q %q %q %q %q %q %q %q", user.Username, user.UID, user.Groups, user.Extra,
+		attrs.Verb, attrs.Group, attrs.Resource, attrs.Subresource, attrs.Namespace, attrs.Name))
 	if ok, found := ic.sars.get(key, ic.Now()); found {
 		return ok, nil
 	}
@@ -265,7 +265,9 @@ func (s *Server) can(ctx context.Context, verb, group, resource, ns, name string
 	if !ok {
 		return false, errUnauthenticated
 	}
-	return ic.allowed(ctx, user, authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Namespace: ns, Name: name})
+	resource, sub, _ := strings.Cut(resource, "/") // "pods/log": a subresource
+	return ic.allowed(ctx, user, authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource,
+		Subresource: sub, Namespace: ns, Name: name})
 }
 
 // requestUser is the name of the request's user in in-cluster mode, else "".

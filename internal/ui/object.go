@@ -38,6 +38,11 @@ type objectPage struct {
 	Manifest        string
 	// Note says what the page leaves out and why, or why the object could not be read.
 	Note string
+	// Workload is true for a Pod or a kind with Pods (Deployment, StatefulSet, DaemonSet,
+	// ReplicaSet, Job): Pods lists them, PodsNote says what it leaves out.
+	Workload bool
+	Pods     []podView
+	PodsNote string
 }
 
 // managerView is one entry of an object's managed fields: a field manager and what it did.
@@ -90,6 +95,7 @@ func (s *Server) objectPage(ctx context.Context, key client.ObjectKey, id string
 	if s.opts.InCluster == nil || s.authorize(ctx, "list", "", "events", eventNamespace(live), "") == nil {
 		p.Events = objectEvents(ctx, c, live, now)
 	}
+	s.objectPods(ctx, p, c, live)
 	return p, nil
 }
 

@@ -34,6 +34,13 @@ type historyEntry struct {
 	Message    string
 	// Rollback is true when the UI offers to roll back to this revision.
 	Rollback bool
+	// Hooks are the hooks the attempt ran.
+	Hooks []hookRunView
+}
+
+// hookRunView is a hook an attempt ran: when, what, how it ended and why.
+type hookRunView struct {
+	Event, Object, Result, Duration, Message string
 }
 
 // eventView is one event of the SyncTarget.
@@ -162,9 +169,22 @@ func historyOf(st *convergev1.SyncTarget, now time.Time) []historyEntry {
 			Revision: revisionOf(st, e.Revision), Result: string(e.Result),
 			Started: timeOf(e.StartedAt.Time, now), Duration: durationText(e),
 			Created: e.Created, Configured: e.Configured, Deleted: e.Deleted, Message: e.Message,
-			Rollback: commit != "" && !seen[commit] && !st.Spec.Suspend,
+			Rollback: commit != "" && !seen[commit] && !st.Spec.Suspend, Hooks: hookRunsOf(e),
 		})
 		seen[commit] = true
+	}
+	return out
+}
+
+// hookRunsOf are the hooks of a history entry.
+func hookRunsOf(e convergev1.HistoryEntry) []hookRunView {
+	var out []hookRunView
+	for _, h := range e.Hooks {
+		v := hookRunView{Event: h.Event, Object: h.Kind + " " + h.Name, Result: string(h.Result), Message: h.Message}
+		if h.Duration != nil {
+			v.Duration = durationText(convergev1.HistoryEntry{Duration: h.Duration})
+		}
+		out = append(out, v)
 	}
 	return out
 }
@@ -223,6 +243,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, errNoSuchObject) {
 		code = http.StatusNotFound
 		msg = fmt.Sprintf("SyncTarget %s has no object %s in its inventory", keyOf(r), r.PathValue("id"))
+	}
+	if errors.Is(err, errNoSuchPod) {
+		code = http.StatusNotFound
+		msg = fmt.Sprintf("SyncTarget %s has no such Pod under its object %s", keyOf(r), r.PathValue("id"))
 	}
 	if errors.Is(err, errSetNotFound) {
 		code = http.StatusNotFound
