@@ -62,6 +62,11 @@ type Server struct {
 
 	whoOnce sync.Once
 	who     string
+
+	// logs counts the Pod logs each user streams.
+	logs logStreams
+	// clusters keeps whether each cluster answered, for the clusters page.
+	clusters probes
 }
 
 // New starts the shared watches with opts.Config and returns the handler; they stop
@@ -124,9 +129,12 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /targets/{ns}/{name}", s.serveTarget)
 	s.mux.HandleFunc("GET /targets/{ns}/{name}/live", s.serveTargetLive)
 	s.mux.HandleFunc("GET /targets/{ns}/{name}/diff", s.serveDiff)
+	s.mux.HandleFunc("GET /targets/{ns}/{name}/compare", s.serveCompare)
 	s.mux.HandleFunc("POST /targets/{ns}/{name}/{action}", s.serveAction)
 	s.mux.HandleFunc("GET /sets/{ns}/{name}", s.serveSet)
+	s.mux.HandleFunc("GET /clusters", s.serveClusters)
 	s.mux.HandleFunc("GET /targets/{ns}/{name}/objects/{id}", s.serveObject)
+	s.mux.HandleFunc("GET /targets/{ns}/{name}/objects/{id}/logs", s.serveLogs)
 	s.mux.HandleFunc("GET /events", s.serveEvents)
 	if s.opts.InCluster != nil {
 		s.mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) { s.loginPage(w, r, http.StatusOK, "") })

@@ -102,6 +102,40 @@
   }
   if (diff) { loadDiff(); $('#diff-refresh').addEventListener('click', loadDiff); }
 
+  // Object page: a container's log, streamed as text (never parsed as HTML); following
+  // it keeps the request open, a new choice ends the one before.
+  var logpane = $('#logpane'), logAbort = null, logLink = null;
+  function showLog() {
+    if (logAbort) { logAbort.abort(); }
+    var ctl = new AbortController(), out = $('#log');
+    logAbort = ctl;
+    out.textContent = '';
+    var url = logLink.getAttribute('href') + ($('#log-follow').checked ? '&follow=1' : '') + ($('#log-previous').checked ? '&previous=1' : '');
+    $('#log-title').textContent = logLink.dataset.pod + ' · ' + logLink.dataset.container;
+    fetch(url, { credentials: 'same-origin', signal: ctl.signal }).then(function (r) {
+      if (!r.ok) { return r.text().then(function (t) { var d = parse(t); out.textContent = (d.querySelector('main') || d).textContent.trim() || String(r.status); }); }
+      var reader = r.body.getReader(), dec = new TextDecoder();
+      function pump() {
+        return reader.read().then(function (c) {
+          if (c.done) { return; }
+          var atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
+          out.textContent += dec.decode(c.value, { stream: true });
+          if (atEnd) { out.scrollTop = out.scrollHeight; }
+          return pump();
+        });
+      }
+      return pump();
+    }).catch(function (e) { if (e.name !== 'AbortError') { out.textContent += '\n[' + e.message + ']'; } })
+      .then(function () { if (logAbort === ctl) { document.body.dataset.logDone = String(Date.now()); } });
+  }
+  if (logpane) {
+    document.querySelectorAll('a.logs').forEach(function (a) {
+      a.addEventListener('click', function (ev) { ev.preventDefault(); logLink = a; logpane.hidden = false; showLog(); });
+    });
+    $('#log-follow').addEventListener('change', function () { if (logLink) { showLog(); } });
+    $('#log-previous').addEventListener('change', function () { if (logLink) { showLog(); } });
+  }
+
   // Actions: confirm in a dialog, then POST with the header no other origin can send.
   var dialog = $('#confirm'), pendingAction = null;
   function flash(ok, text) {
