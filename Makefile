@@ -141,7 +141,7 @@ chromium: ## Install Debian's chromium for the web UI's browser tests, unless a 
 ui-screenshots: chromium ## Refresh the web UI's screenshots in docs/ui/ from its browser tests (README shows them).
 	go test -count=1 -run '^(TestPagesInTheBrowser|TestSetInTheBrowser|TestObjectInTheBrowser|TestPreviewsInTheBrowser|TestWorkloadLogsAndClustersInTheBrowser|TestCompareTwoRevisions)$$' ./internal/ui/
 	mkdir -p docs/ui
-	for page in overview-sets target set object previews pods clusters compare; do cp bin/ui-shots/memory-$$page.png docs/ui/$$page.png; done
+	for page in overview-sets target set object previews pods owned clusters compare; do cp bin/ui-shots/memory-$$page.png docs/ui/$$page.png; done
 
 .PHONY: e2e
 e2e: controlplane chromium ## Run the end-to-end suite: the real binary against a local cluster and git servers.

@@ -10,7 +10,10 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/converge-gitops/converge/health"
+	"github.com/converge-gitops/converge/internal/tree"
 )
 
 //go:embed templates/*.html
@@ -44,6 +47,11 @@ var funcs = template.FuncMap{
 		return ns
 	},
 	"itoa": strconv.Itoa,
+	// owns says whether objects of the kind own objects the page can show (tree.HasOwned).
+	"owns": func(apiVersion, kind string) bool {
+		gv, _ := schema.ParseGroupVersion(apiVersion)
+		return tree.HasOwned(gv.WithKind(kind))
+	},
 }
 
 func mustParsePages() *pages {

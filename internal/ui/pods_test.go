@@ -89,7 +89,7 @@ func workload(t *testing.T, c client.Client, ns, node string) *convergev1.SyncTa
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec}}}
 	g.Expect(c.Create(ctx, dep)).To(Succeed())
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-7d9f",
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-7d9f", Labels: labels,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: dep.UID, Controller: ptr.To(true)}}},
 		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec}}}
@@ -148,6 +148,14 @@ func TestWorkloadShowsItsPodsAndTheirLogs(t *testing.T) {
 	g.Expect(asked[0]).To(HavePrefix("/containerLogs/pods-a/web-7d9f-crash/app?"))
 	g.Expect(asked[0]).To(And(ContainSubstring("tailLines=500"), ContainSubstring("limitBytes=2097152"), ContainSubstring("previous=true")))
 
+	// The tree's node of the Deployment opens on its ReplicaSet and its two Pods.
+	owned := get(t, s, "/targets/pods-a/web/objects/pods-a_web_apps_Deployment/owned").Body.String()
+	g.Expect(owned).To(MatchRegexp(`(?s)<ul class="owned"><li>.*<span class="tkind">ReplicaSet</span> web-7d9f.*` +
+		`<ul class="owned"><li>.*<span class="tkind">Pod</span> web-7d9f-crash.*<span class="tkind">Pod</span> web-7d9f-fine`))
+	g.Expect(owned).NotTo(ContainSubstring("other-app"))
+	g.Expect(get(t, s, "/targets/pods-a/web").Body.String()).To(ContainSubstring(
+		`<details class="owns" data-src="/targets/pods-a/web/objects/pods-a_web_apps_Deployment/owned">`))
+
 	for _, q := range []string{"pod=other-app&container=app", "pod=web-7d9f-fine&container=sidecar", "pod=no-such-pod"} {
 		rec := get(t, s, "/targets/pods-a/web/objects/pods-a_web_apps_Deployment/logs?"+q)
 		g.Expect(rec.Code).To(Equal(http.StatusNotFound), q)
@@ -188,6 +196,9 @@ func TestInClusterLogsNeedPodsLog(t *testing.T) {
 	g.Eventually(func() string { return as(s, token, "GET", object, nil).Body.String() }).WithTimeout(10 * time.Second).WithPolling(300 * time.Millisecond).
 		Should(ContainSubstring("you may not list its Pods"))
 	g.Expect(as(s, token, "GET", object, nil).Body.String()).NotTo(ContainSubstring("web-7d9f-crash"))
+	owned := as(s, token, "GET", object+"/owned", nil).Body.String()
+	g.Expect(owned).To(ContainSubstring("you may not list ReplicaSets in namespace pods-b"))
+	g.Expect(owned).NotTo(ContainSubstring("web-7d9f"))
 	refused := as(s, token, "GET", log, nil)
 	g.Expect(refused.Code).To(Equal(http.StatusForbidden))
 	g.Expect(refused.Body.String()).To(ContainSubstring("may not list pods"))
@@ -208,7 +219,8 @@ func TestInClusterLogsNeedPodsLog(t *testing.T) {
 }
 
 // TestWorkloadLogsAndClustersInTheBrowser opens, in Chromium, a Deployment's page and a
-// crash-looping Pod's log (streamed into the page as text), then the clusters page.
+// crash-looping Pod's log (streamed into the page as text), the Deployment's node of its
+// SyncTarget's tree (its ReplicaSet and Pods), then the clusters page.
 func TestWorkloadLogsAndClustersInTheBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
@@ -234,6 +246,14 @@ func TestWorkloadLogsAndClustersInTheBrowser(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(bold).To(BeZero())
 	browsertest.Screenshot(t, ctx, "memory-pods")
+
+	// The SyncTarget's tree: the Deployment's node opens on what it owns, with health.
+	g.Expect(chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/targets/pods-c/web"), chromedp.WaitVisible(chromedp.CSS("details.owns")))).To(Succeed())
+	g.Expect(within(ctx, chromedp.Click(chromedp.CSS("details.owns summary")), chromedp.WaitVisible(chromedp.CSS("ul.owned ul.owned")))).To(Succeed())
+	tree, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('details.owns').innerText`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(tree).To(And(ContainSubstring("ReplicaSet web-7d9f"), ContainSubstring("Pod web-7d9f-crash")))
+	browsertest.Screenshot(t, ctx, "memory-owned")
 
 	g.Expect(chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/clusters"), chromedp.WaitVisible(chromedp.CSS("table.clusters")))).To(Succeed())
 	browsertest.Screenshot(t, ctx, "memory-clusters")

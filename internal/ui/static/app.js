@@ -51,8 +51,26 @@
     }).catch(function () {});
   }
 
+  // Target page: what an object owns (a Deployment's ReplicaSets and Pods) is read when its
+  // node is opened, and again when the page follows a change; open nodes stay open.
+  var openOwned = {};
+  function loadOwned(d) {
+    var body = d.querySelector('.ownsbody');
+    get(d.dataset.src).then(function (html) { body.innerHTML = html || ''; })
+      .catch(function (e) { body.textContent = e.message; });
+  }
+  function wireOwned(root) {
+    root.querySelectorAll('details.owns').forEach(function (d) {
+      if (openOwned[d.dataset.src]) { d.open = true; loadOwned(d); }
+      d.addEventListener('toggle', function () {
+        if (d.open) { openOwned[d.dataset.src] = true; loadOwned(d); } else { delete openOwned[d.dataset.src]; }
+      });
+    });
+  }
+
   // Target page: everything but the diff follows the cluster.
   var live = $('#live'), diff = $('#diff');
+  if (live) { wireOwned(live); }
   function refreshLive() {
     get(live.dataset.src).then(function (html) {
       if (html === null) { return; }
@@ -62,6 +80,7 @@
       }
       var before = fetched();
       live.innerHTML = html;
+      wireOwned(live);
       if (sel) { var b = live.querySelector(sel); if (b) { b.focus(); } }
       if (diff && fetched() !== before) { loadDiff(); }
       document.body.dataset.updated = String(Date.now());
