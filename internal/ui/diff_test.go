@@ -145,3 +145,55 @@ func TestCompareTwoRevisions(t *testing.T) {
 	g.Expect(rec.Body.String()).To(ContainSubstring("pick two revisions of the SyncTarget&#39;s history"))
 	g.Expect(rec.Body.String()).NotTo(ContainSubstring("to change"))
 }
+
+// TestObjectDiffAgainstGit: an object's page computes, when asked, what syncing the
+// revision fetched last would change in that object alone, against a real API server and
+// a real git server; an object the revision no longer renders says a sync prunes it.
+func TestObjectDiffAgainstGit(t *testing.T) {
+	c, _ := cluster(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	gitRoot := t.TempDir()
+	repo := gittest.NewRepo(t, gitRoot, "app")
+	srv := gittest.NewHTTPServer(t, gitRoot, gittest.HTTPOptions{})
+	head := repo.Commit(t, "main", map[string]string{
+		"deploy/cm.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: green}\n",
+		"deploy/other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {x: changed}\n",
+	})
+	st := fakeTarget("odiff-a", "app", true)
+	st.Spec.Source.URL = srv.RepoURL(repo)
+	st.Spec.Path, st.Spec.TargetNamespace = "deploy", "odiff-a"
+	st.Status.LastFetchedRevision = "main@sha1:" + head
+	st.Status.Inventory = &convergev1.ResourceInventory{Entries: []convergev1.InventoryEntry{
+		{ID: "odiff-a_settings__ConfigMap", Version: "v1"}, {ID: "odiff-a_gone__ConfigMap", Version: "v1"}}}
+	created := createTarget(t, c, st)
+	for name, data := range map[string]string{"settings": "blue", "other": "unchanged", "gone": "x"} {
+		g.Expect(c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "odiff-a", Name: name},
+			Data: map[string]string{"mode": data}})).To(Succeed())
+	}
+
+	s := NewWithStore(Options{}, NewMemoryStore([]convergev1.SyncTarget{*created}, nil), c)
+	page := get(t, s, "/targets/odiff-a/app/objects/odiff-a_settings__ConfigMap").Body.String()
+	g.Expect(page).To(ContainSubstring(`<div id="diff" data-lazy="1" data-src="/targets/odiff-a/app/objects/odiff-a_settings__ConfigMap/diff"`))
+	body := get(t, s, "/targets/odiff-a/app/objects/odiff-a_settings__ConfigMap/diff").Body.String()
+	g.Expect(body).To(ContainSubstring("0 to create, 1 to change, 0 to prune, 0 unchanged"))
+	g.Expect(body).To(ContainSubstring(`<span class="lr">-  mode: blue</span>`))
+	g.Expect(body).To(ContainSubstring(`<span class="la">&#43;  mode: green</span>`))
+	g.Expect(body).NotTo(ContainSubstring("other"), "only this object")
+	gone := get(t, s, "/targets/odiff-a/app/objects/odiff-a_gone__ConfigMap/diff").Body.String()
+	g.Expect(gone).To(ContainSubstring("the revision no longer renders it"))
+
+	if !testing.Short() {
+		// In Chromium: nothing is computed until asked; then the object's diff shows.
+		hs := httptest.NewServer(s)
+		t.Cleanup(hs.Close)
+		bctx := browsertest.New(t)
+		g.Expect(chromedp.Do(bctx, chromedp.Navigate(hs.URL+"/targets/odiff-a/app/objects/odiff-a_settings__ConfigMap"),
+			chromedp.WaitVisible(chromedp.CSS("#diff-refresh")))).To(Succeed())
+		before, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('#diff').innerText`))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(before).To(BeEmpty())
+		g.Expect(within(bctx, chromedp.Click(chromedp.CSS("#diff-refresh")), chromedp.WaitVisible(chromedp.CSS("#diff pre.udiff")))).To(Succeed())
+		browsertest.Screenshot(t, bctx, "memory-object-diff")
+	}
+}

@@ -4,8 +4,11 @@ import (
 	"net/http"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/diff"
+	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // diffLine is one line of a unified diff and its class: a(dded), r(emoved), h(unk), f(ile).
@@ -140,4 +143,53 @@ func diffLines(d string) []diffLine {
 		out = append(out, diffLine{Class: c, Text: l})
 	}
 	return out
+}
+
+// serveObjectDiff is the pending diff of one object of the SyncTarget's inventory: what
+// syncing the revision fetched last would change in it (its live state against Git), as
+// the SyncTarget's pending diff shows it, and with the same refusal in the cluster.
+func (s *Server) serveObjectDiff(w http.ResponseWriter, r *http.Request) {
+	st, err := s.readTarget(r.Context(), "get", keyOf(r))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	entry, ok := inventoryEntry(st, r.PathValue("id"))
+	if !ok {
+		s.fail(w, r, errNoSuchObject)
+		return
+	}
+	want, err := apply.EntryObject(entry)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v := &diffView{}
+	if s.opts.InCluster != nil {
+		v.Error = "the diff against Git is not shown here: run converge diff --target " + st.Name + " -n " + st.Namespace + " (or converge ui) with your own credentials"
+		s.render(w, r, "diff", v)
+		return
+	}
+	res, rev, err := diff.Pending(r.Context(), s.client, s.opts.Config, st, st.Status.LastFetchedRevision)
+	if rev != "" {
+		v.Revision = revisionOf(st, rev)
+	}
+	if err != nil {
+		v.Error = s.explain(err)
+		s.render(w, r, "diff", v)
+		return
+	}
+	gvk := want.GroupVersionKind()
+	mine := &diff.Result{}
+	for _, o := range res.Objects {
+		gv, _ := schema.ParseGroupVersion(o.APIVersion)
+		if gv.Group == gvk.Group && o.Kind == gvk.Kind && o.Namespace == want.GetNamespace() && o.Name == want.GetName() {
+			mine.Objects = append(mine.Objects, o)
+		}
+	}
+	if len(mine.Objects) == 0 {
+		v.Error = "the revision no longer renders it: a sync prunes it unless its policy keeps it"
+	}
+	v.fill(mine)
+	s.render(w, r, "diff", v)
 }

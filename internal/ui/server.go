@@ -136,6 +136,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /targets/{ns}/{name}/objects/{id}", s.serveObject)
 	s.mux.HandleFunc("GET /targets/{ns}/{name}/objects/{id}/logs", s.serveLogs)
 	s.mux.HandleFunc("GET /targets/{ns}/{name}/objects/{id}/owned", s.serveOwned)
+	s.mux.HandleFunc("GET /targets/{ns}/{name}/objects/{id}/diff", s.serveObjectDiff)
 	s.mux.HandleFunc("GET /events", s.serveEvents)
 	if s.opts.InCluster != nil {
 		s.mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) { s.loginPage(w, r, http.StatusOK, "") })

@@ -119,7 +119,8 @@
     es.addEventListener('event', onChange);
     es.addEventListener('reload', function () { if (live) { refreshLive(); } else { location.reload(); } });
   }
-  if (diff) { loadDiff(); $('#diff-refresh').addEventListener('click', loadDiff); }
+  // An object's diff (data-lazy) costs a render of the whole SyncTarget: computed when asked.
+  if (diff) { if (!diff.dataset.lazy) { loadDiff(); } $('#diff-refresh').addEventListener('click', loadDiff); }
 
   // Object page: a container's log, streamed as text (never parsed as HTML); following
   // it keeps the request open, a new choice ends the one before.
