@@ -185,3 +185,21 @@ func fetchChart(ctx context.Context, r client.Reader, st *convergev1.SyncTarget,
 	}
 	return co, nil
 }
+
+// ChartVersions are the versions of st's spec.chart that its version range allows, newest
+// first (at most 50), read from its repository with the credentials of its secretRef, read
+// by r (the user's own client).
+func ChartVersions(ctx context.Context, r client.Reader, st *convergev1.SyncTarget) ([]string, error) {
+	src, err := target.For(st, r, nil).Chart(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "converge-versions-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	// As fetchChart: the user's network, so a repository on loopback is theirs to reach.
+	cl := &charts.Client{CacheDir: filepath.Join(dir, "charts"), AllowLoopback: true}
+	return cl.Versions(ctx, src)
+}

@@ -78,6 +78,45 @@ func (c *Client) Resolve(ctx context.Context, src Source) (Resolved, error) {
 	return c.resolveHTTP(ctx, src)
 }
 
+// maxVersions caps the versions Versions returns.
+const maxVersions = 50
+
+// Versions returns the versions of the chart that src.Version allows, newest first, at
+// most 50: from the repository's index, or an OCI repository's tags (Helm's "_" read as
+// "+"). A chart pinned by digest has only its own.
+func (c *Client) Versions(ctx context.Context, src Source) ([]string, error) {
+	if err := checkSource(src); err != nil {
+		return nil, wrap(ctx, "list the versions of chart "+src.Name+" of", src, err)
+	}
+	var all []string
+	if src.IsOCI() {
+		tags, err := c.ociTags(ctx, src)
+		if err != nil {
+			return nil, wrap(ctx, "list the versions of chart "+src.Name+" of", src, err)
+		}
+		for _, t := range tags {
+			all = append(all, strings.ReplaceAll(t, "_", "+"))
+		}
+	} else {
+		idx, err := c.index(ctx, src, true)
+		if err != nil {
+			return nil, wrap(ctx, "list the versions of chart "+src.Name+" of", src, err)
+		}
+		for _, e := range idx.entries[src.Name] {
+			all = append(all, e.Version)
+		}
+	}
+	in, err := inRange(len(all), func(i int) string { return all[i] }, src.Version)
+	if err != nil {
+		return nil, wrap(ctx, "list the versions of chart "+src.Name+" of", src, err)
+	}
+	out := make([]string, 0, min(len(in), maxVersions))
+	for _, i := range in[:min(len(in), maxVersions)] {
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
 // Fetch returns the directory holding the chart of r (the one with Chart.yaml), from the
 // cache when this repository with these credentials downloaded it before (no network),
 // otherwise downloaded — bounded, its digest checked — and extracted safely. The

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 
@@ -131,27 +132,41 @@ func pick(entries []indexEntry, version string) (indexEntry, error) {
 
 // newest returns the index of the newest of n versions that constraint allows.
 func newest(n int, version func(int) string, constraint string) (int, error) {
+	in, err := inRange(n, version, constraint)
+	if err != nil {
+		return 0, err
+	}
+	if len(in) == 0 {
+		if constraint == "" {
+			constraint = "*"
+		}
+		return 0, fmt.Errorf("%w: no version matches %q", sources.ErrRefNotFound, constraint)
+	}
+	return in[0], nil
+}
+
+// inRange returns the indexes of the n versions that constraint (a version or a semver
+// range; "" is "*") allows, newest first; versions that are not semver are left out.
+func inRange(n int, version func(int) string, constraint string) ([]int, error) {
 	if constraint == "" {
 		constraint = "*"
 	}
 	cons, err := semver.NewConstraint(constraint)
 	if err != nil {
-		return 0, invalid("version %q is neither a version nor a semver range: %v", constraint, err)
+		return nil, invalid("version %q is neither a version nor a semver range: %v", constraint, err)
 	}
-	best, bestV := -1, (*semver.Version)(nil)
+	var out []int
+	parsed := map[int]*semver.Version{}
 	for i := range n {
 		v, err := semver.NewVersion(version(i))
 		if err != nil || !cons.Check(v) {
 			continue
 		}
-		if bestV == nil || v.GreaterThan(bestV) {
-			best, bestV = i, v
-		}
+		out = append(out, i)
+		parsed[i] = v
 	}
-	if best < 0 {
-		return 0, fmt.Errorf("%w: no version matches %q", sources.ErrRefNotFound, constraint)
-	}
-	return best, nil
+	sort.SliceStable(out, func(a, b int) bool { return parsed[out[a]].GreaterThan(parsed[out[b]]) })
+	return out, nil
 }
 
 // index returns the repository's index entries. With revalidate, the index is read again

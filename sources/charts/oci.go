@@ -115,6 +115,19 @@ func (c *Client) resolveOCI(ctx context.Context, src Source) (Resolved, error) {
 	return Resolved{Version: strings.ReplaceAll(tag, "_", "+"), Digest: desc.Digest.String(), URL: repo.Tag(tag).Name()}, nil
 }
 
+// ociTags lists the tags of src's OCI repository.
+func (c *Client) ociTags(ctx context.Context, src Source) ([]string, error) {
+	repo, err := ociRepo(src)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := c.ociOptions(ctx, src, repo)
+	if err != nil {
+		return nil, err
+	}
+	return remote.List(repo, opts...)
+}
+
 // pickTag returns the tag of the newest version allowed: an exact version is its tag
 // (no listing needed).
 func pickTag(repo name.Repository, version string, opts []remote.Option) (string, error) {
