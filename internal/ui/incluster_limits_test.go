@@ -109,6 +109,11 @@ func TestInClusterRoutesAnswerAlikeWhetherTheTargetExists(t *testing.T) {
 		{method: "GET", path: "/targets/%s"},
 		{method: "GET", path: "/targets/%s/live"},
 		{method: "GET", path: "/targets/%s/diff"},
+		{method: "GET", path: "/targets/%s/compare?from=main@sha1:" + sha(1) + "&to=main@sha1:" + sha(2)},
+		{method: "GET", path: "/targets/%s/versions"},
+		{method: "GET", path: "/targets/%s/objects/mine_cfg__ConfigMap/logs?pod=p&container=c"},
+		{method: "GET", path: "/targets/%s/objects/mine_cfg__ConfigMap/owned"},
+		{method: "GET", path: "/targets/%s/objects/mine_cfg__ConfigMap/diff"},
 		{method: "GET", path: "/fragments/row/%s"},
 		{method: "POST", path: "/targets/%s/reconcile"},
 		{method: "POST", path: "/targets/%s/suspend"},
@@ -283,4 +288,24 @@ func TestInClusterStreamsAreCapped(t *testing.T) {
 	for _, stop := range alice {
 		stop()
 	}
+}
+
+// TestInClusterRefusesWhatNeedsTheDaemonsCredentials: in the cluster, a user who may read a
+// SyncTarget is told, not shown, the comparison of two revisions, an object's diff against
+// Git and a chart's versions: they would read source or repository credentials with the
+// daemon's rights.
+func TestInClusterRefusesWhatNeedsTheDaemonsCredentials(t *testing.T) {
+	g := NewWithT(t)
+	st := fakeChartTarget("mine", "web")
+	st.Status.Inventory = &convergev1.ResourceInventory{Entries: []convergev1.InventoryEntry{{ID: "mine_cfg__ConfigMap", Version: "v1"}}}
+	s, _ := inClusterServer(&recordingAPI{}, &InCluster{}, st)
+	ask := func(path string) string {
+		rec := from(s, "192.0.2.1:1234", "good-alice", "GET", path, nil)
+		g.Expect(rec.Code).To(Equal(http.StatusOK), path)
+		return rec.Body.String()
+	}
+	g.Expect(ask("/targets/mine/web/compare?from=" + url.QueryEscape(st.Status.History[0].Revision) + "&to=" +
+		url.QueryEscape(st.Status.History[1].Revision))).To(ContainSubstring("revisions are not compared here"))
+	g.Expect(ask("/targets/mine/web/objects/mine_cfg__ConfigMap/diff")).To(ContainSubstring("the diff against Git is not shown here"))
+	g.Expect(ask("/targets/mine/web/versions")).To(ContainSubstring("the repository is not read here"))
 }

@@ -68,6 +68,16 @@
     });
   }
 
+  // Buttons that load a fragment into the element data-load names, when pressed.
+  document.addEventListener('click', function (ev) {
+    var b = ev.target.closest ? ev.target.closest('button[data-load]') : null;
+    if (!b) { return; }
+    var into = document.querySelector(b.dataset.load);
+    into.textContent = 'Reading…';
+    get(b.dataset.src).then(function (html) { into.innerHTML = html || ''; })
+      .catch(function (e) { into.textContent = e.message; });
+  });
+
   // Target page: everything but the diff follows the cluster.
   var live = $('#live'), diff = $('#diff');
   if (live) { wireOwned(live); }
