@@ -13,12 +13,10 @@ GOLANGCI_LINT  := $(TOOLS_BIN)/golangci-lint
 # Tests find the control-plane binaries here (envtest's convention).
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-# Three packages at a time on two cores: the slow ones mostly wait on their clusters
-# (API servers, kwok, git servers), so a third keeps the cores busy.
-TEST_FLAGS ?= -timeout 30m -p 3
+TEST_FLAGS ?= -timeout 30m
 # The packages whose tests take minutes, named first so that go test starts them first
-# (it runs packages in the order given, -p at a time) rather than alphabetically, which
-# left the longest one to run alone at the end.
+# (it runs packages in the order given, two at a time on two cores) rather than
+# alphabetically, which left the longest one to run alone at the end.
 SLOW_PACKAGES = ./bench ./sync/reconciler ./cmd/converge ./e2e
 GEN_PATHS  := ./api/...
 
