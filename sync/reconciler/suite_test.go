@@ -255,10 +255,12 @@ func configMap(name, value string) string {
 
 // deployment is a Deployment whose pods kwok runs. With a nodeSelector matching no node it
 // never becomes Available and reports ProgressDeadlineExceeded after 5 s; without one its
-// progress deadline is 120 s, so that pods a loaded machine starts slowly are not taken
-// for a failed rollout.
+// progress deadline is 600 s, so that pods a loaded machine starts slowly are not taken
+// for a failed rollout. The deadline counts from the Deployment's last progress, which
+// may be a failed revision's start: a rollout back to a healthy template after a failing
+// one inherits its time.
 func deployment(name string, replicas int, nodeSelector string) string {
-	sel, deadline := "", 120
+	sel, deadline := "", 600
 	if nodeSelector != "" {
 		sel, deadline = "      nodeSelector:\n        "+nodeSelector+"\n", 5
 	}

@@ -78,7 +78,7 @@ func TestMaxDeletionsStallsInsteadOfPruning(t *testing.T) {
 func TestConvergesPastWhatAnUnhealthyRevisionAdded(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	// The revisions meant to become healthy give their Deployment two minutes to progress
+	// The revisions meant to become healthy give their Deployment ten minutes to progress
 	// (see deployment): on a loaded machine, its pods may take longer than the 5 s the
 	// failing revision is given.
 	patient := func(replicas int) string { return deployment("web", replicas, "") }
