@@ -3,6 +3,8 @@ package ui
 import (
 	"errors"
 	"net/http"
+	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -20,19 +22,81 @@ const pageSize = 500
 
 // filter is what the overview shows: ?ns=, ?state=, ?set= (the SyncTargetSet that
 // generated them), ?cluster= (the kubeconfig Secret they deploy with, or in-cluster),
-// ?q= (a substring of the name, namespace, message or source URL, case-insensitive).
+// ?q= (a substring of the name, namespace, message or source URL, case-insensitive);
+// ?group=set or cluster groups the rows shown.
 type filter struct {
 	Namespace string
 	State     string
 	Set       string
 	Cluster   string
 	Query     string
+	Group     string
 }
 
 func filterOf(r *http.Request) filter {
 	q := r.URL.Query()
-	return filter{Namespace: q.Get("ns"), State: q.Get("state"), Set: q.Get("set"), Cluster: q.Get("cluster"),
-		Query: strings.TrimSpace(q.Get("q"))}
+	f := filter{Namespace: q.Get("ns"), State: q.Get("state"), Set: q.Get("set"), Cluster: q.Get("cluster"),
+		Query: strings.TrimSpace(q.Get("q")), Group: q.Get("group")}
+	if f.Group != groupBySet && f.Group != groupByCluster {
+		f.Group = ""
+	}
+	return f
+}
+
+// What the overview groups its rows by.
+const (
+	groupBySet     = "set"
+	groupByCluster = "cluster"
+)
+
+// rowGroup is the rows of one set or one cluster.
+type rowGroup struct {
+	Label string
+	Href  string // the set's page, or the overview filtered by the cluster
+	Rows  []row
+}
+
+// groupRows groups rows by their set ("no set" last) or cluster (the daemon's own first),
+// keeping their order within each group.
+func groupRows(rows []row, by string) []rowGroup {
+	index := map[string]int{}
+	var out []rowGroup
+	for _, r := range rows {
+		var key string
+		var g rowGroup
+		switch by {
+		case groupBySet:
+			key = r.Namespace + "/" + r.Set
+			g = rowGroup{Label: "set " + r.Namespace + "/" + r.Set, Href: "/sets/" + r.Namespace + "/" + r.Set}
+			if r.Set == "" {
+				key, g = "", rowGroup{Label: "no set"}
+			}
+		default:
+			key = r.Cluster
+			g = rowGroup{Label: "cluster " + r.Cluster, Href: "/?cluster=" + url.QueryEscape(r.Cluster)}
+			if r.Cluster == "" {
+				g = rowGroup{Label: "cluster in-cluster", Href: "/?cluster=in-cluster"}
+			}
+		}
+		i, ok := index[key]
+		if !ok {
+			i = len(out)
+			index[key] = i
+			out = append(out, g)
+		}
+		out[i].Rows = append(out[i].Rows, r)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].Label, out[j].Label
+		switch {
+		case a == "no set" || b == "cluster in-cluster":
+			return false
+		case b == "no set" || a == "cluster in-cluster":
+			return true
+		}
+		return a < b
+	})
+	return out
 }
 
 // Any says whether the filter narrows anything.
@@ -129,7 +193,9 @@ type overview struct {
 	Counts         []stateCount
 	Total          int
 	Rows           []row
-	Graph          *graph
+	// Groups are Rows grouped, when the filter asks.
+	Groups []rowGroup
+	Graph  *graph
 	// Pages is set when the rows the filter matches take more than one page.
 	Pages *pageNav
 }
@@ -207,6 +273,9 @@ func (s *Server) overview(r *http.Request) (*overview, error) {
 	v.Graph = layoutGraph(shown)
 	from, to, p := pageOf(r, len(v.Rows))
 	v.Rows, v.Pages = v.Rows[from:to], p
+	if f.Group != "" {
+		v.Groups = groupRows(v.Rows, f.Group)
+	}
 	return v, nil
 }
 

@@ -26,7 +26,7 @@
   var tbody = $('#targets tbody'), summary = $('#summary');
   // A row is found by its link: /targets/<namespace>/<name>.
   function rowOf(href) {
-    var a = tbody.querySelector('a[href="' + CSS.escape(href) + '"]');
+    var a = $('#targets').querySelector('tbody a[href="' + CSS.escape(href) + '"]');
     return a ? a.closest('tr') : null;
   }
   function refreshRow(key) {
@@ -36,6 +36,8 @@
       if (html === null) { if (old) { old.remove(); } return; }
       var row = parse('<table><tbody>' + html + '</tbody></table>').querySelector('tr');
       if (old) { old.replaceWith(row); return; }
+      // Grouped, a new SyncTarget's place is its group's: the page is read again.
+      if ($('#targets').dataset.grouped) { debounce('reload', function () { location.reload(); }); return; }
       var next = Array.prototype.find.call(tbody.rows, function (r) {
         return r.querySelector('a').getAttribute('href') > href;
       });
