@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -8,7 +9,6 @@ import (
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
 	"github.com/converge-gitops/converge/internal/diff"
-	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // diffLine is one line of a unified diff and its class: a(dded), r(emoved), h(unk), f(ile).
@@ -50,24 +50,31 @@ func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := &diffView{}
-	if s.opts.InCluster != nil {
-		// A dry-run apply of every object and a read of the source credentials would be
-		// made with the server's rights: not for a user.
-		v.Error = "the pending diff is not shown here: run converge diff --target " + st.Name + " -n " + st.Namespace + " (or converge ui) with your own credentials"
-		s.render(w, r, "diff", v)
-		return
+	if res := s.pendingDiff(r.Context(), st, v, "the pending diff is not shown here"); res != nil {
+		v.fill(res)
 	}
-	res, rev, err := diff.Pending(r.Context(), s.client, s.opts.Config, st, st.Status.LastFetchedRevision)
+	s.render(w, r, "diff", v)
+}
+
+// pendingDiff is what syncing the revision st fetched last would change in the cluster
+// (diff.Pending), its revision set on v; nil, and v.Error saying why, when it cannot be
+// shown. In the cluster it is refused, said as refusal: a dry-run apply of every object
+// and a read of the source credentials would be made with the server's rights, not the
+// user's.
+func (s *Server) pendingDiff(ctx context.Context, st *convergev1.SyncTarget, v *diffView, refusal string) *diff.Result {
+	if s.opts.InCluster != nil {
+		v.Error = refusal + ": run converge diff --target " + st.Name + " -n " + st.Namespace + " (or converge ui) with your own credentials"
+		return nil
+	}
+	res, rev, err := diff.Pending(ctx, s.client, s.opts.Config, st, st.Status.LastFetchedRevision)
 	if rev != "" {
 		v.Revision = revisionOf(st, rev)
 	}
 	if err != nil {
 		v.Error = s.explain(err)
-		s.render(w, r, "diff", v)
-		return
+		return nil
 	}
-	v.fill(res)
-	s.render(w, r, "diff", v)
+	return res
 }
 
 // fill lists res's changes.
@@ -149,33 +156,14 @@ func diffLines(d string) []diffLine {
 // syncing the revision fetched last would change in it (its live state against Git), as
 // the SyncTarget's pending diff shows it, and with the same refusal in the cluster.
 func (s *Server) serveObjectDiff(w http.ResponseWriter, r *http.Request) {
-	st, err := s.readTarget(r.Context(), "get", keyOf(r))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	entry, ok := inventoryEntry(st, r.PathValue("id"))
-	if !ok {
-		s.fail(w, r, errNoSuchObject)
-		return
-	}
-	want, err := apply.EntryObject(entry)
+	st, want, err := s.readObject(r.Context(), keyOf(r), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	v := &diffView{}
-	if s.opts.InCluster != nil {
-		v.Error = "the diff against Git is not shown here: run converge diff --target " + st.Name + " -n " + st.Namespace + " (or converge ui) with your own credentials"
-		s.render(w, r, "diff", v)
-		return
-	}
-	res, rev, err := diff.Pending(r.Context(), s.client, s.opts.Config, st, st.Status.LastFetchedRevision)
-	if rev != "" {
-		v.Revision = revisionOf(st, rev)
-	}
-	if err != nil {
-		v.Error = s.explain(err)
+	res := s.pendingDiff(r.Context(), st, v, "the diff against Git is not shown here")
+	if res == nil {
 		s.render(w, r, "diff", v)
 		return
 	}

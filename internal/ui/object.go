@@ -54,15 +54,7 @@ type managerView struct {
 }
 
 func (s *Server) objectPage(ctx context.Context, key client.ObjectKey, id string) (*objectPage, error) {
-	st, err := s.readTarget(ctx, "get", key)
-	if err != nil {
-		return nil, err
-	}
-	entry, ok := inventoryEntry(st, id)
-	if !ok {
-		return nil, errNoSuchObject
-	}
-	want, err := apply.EntryObject(entry)
+	st, want, err := s.readObject(ctx, key, id)
 	if err != nil {
 		return nil, err
 	}
@@ -193,17 +185,23 @@ func eventNamespace(live *unstructured.Unstructured) string {
 	return metav1.NamespaceDefault
 }
 
-// inventoryEntry finds the entry id of st's inventory.
-func inventoryEntry(st *convergev1.SyncTarget, id string) (convergev1.InventoryEntry, bool) {
-	if st.Status.Inventory == nil {
-		return convergev1.InventoryEntry{}, false
+// readObject reads the SyncTarget key for a user who may get it (readTarget) and names the
+// object id of its inventory: errNoSuchObject when the inventory does not list it. Every
+// route of one object starts here.
+func (s *Server) readObject(ctx context.Context, key client.ObjectKey, id string) (*convergev1.SyncTarget, *unstructured.Unstructured, error) {
+	st, err := s.readTarget(ctx, "get", key)
+	if err != nil {
+		return nil, nil, err
 	}
-	for _, e := range st.Status.Inventory.Entries {
-		if e.ID == id {
-			return e, true
+	if st.Status.Inventory != nil {
+		for _, e := range st.Status.Inventory.Entries {
+			if e.ID == id {
+				want, err := apply.EntryObject(e)
+				return st, want, err
+			}
 		}
 	}
-	return convergev1.InventoryEntry{}, false
+	return nil, nil, errNoSuchObject
 }
 
 // kindOf is an object's kind, qualified by its group unless core: "Deployment.apps".

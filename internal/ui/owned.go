@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/converge-gitops/converge/internal/tree"
-	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // ownedView is what one object of a SyncTarget's inventory owns, for its tree: a
@@ -23,17 +22,7 @@ type ownedView struct {
 // kind's list, asked first).
 func (s *Server) serveOwned(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	st, err := s.readTarget(ctx, "get", keyOf(r))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	entry, ok := inventoryEntry(st, r.PathValue("id"))
-	if !ok {
-		s.fail(w, r, errNoSuchObject)
-		return
-	}
-	want, err := apply.EntryObject(entry)
+	st, want, err := s.readObject(ctx, keyOf(r), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -18,8 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/converge-gitops/converge/sync/apply"
 )
 
 // Bounds of the Pods an object's page lists and of the logs it streams.
@@ -271,15 +269,7 @@ func copyLog(w http.ResponseWriter, stream io.Reader) error {
 // logPod is the Pod named pod of the inventory object id of the SyncTarget key, and the
 // container to read (the first when container is empty).
 func (s *Server) logPod(ctx context.Context, key client.ObjectKey, id, pod, container string) (*corev1.Pod, string, error) {
-	st, err := s.readTarget(ctx, "get", key)
-	if err != nil {
-		return nil, "", err
-	}
-	entry, ok := inventoryEntry(st, id)
-	if !ok {
-		return nil, "", errNoSuchObject
-	}
-	want, err := apply.EntryObject(entry)
+	st, want, err := s.readObject(ctx, key, id)
 	if err != nil {
 		return nil, "", err
 	}
