@@ -74,6 +74,18 @@ func (r *Reconciler) comment(ctx context.Context, set *convergev1.SyncTargetSet,
 	for _, t := range targets {
 		byURL[t.Params["url"]] = append(byURL[t.Params["url"]], t)
 	}
+	// A preview's URLs are read from the cluster once, for its comment and its status.
+	read := map[string][]string{}
+	urlsOf := func(t *Target) []string {
+		if t.Live == nil || t.Live.Spec.KubeConfig != nil {
+			return nil
+		}
+		if urls, ok := read[t.Name]; ok {
+			return urls
+		}
+		read[t.Name] = r.previewURLs(ctx, t.Live)
+		return read[t.Name]
+	}
 	seen := map[string]bool{}
 	for _, c := range gen.comments {
 		id := c.state.URL + "\x00" + fmt.Sprint(c.state.Number)
@@ -84,13 +96,13 @@ func (r *Reconciler) comment(ctx context.Context, set *convergev1.SyncTargetSet,
 		log := ctrl.LoggerFrom(ctx).WithValues("set", key.String(), "pullRequest", c.state.Number)
 		mine := byURL[c.state.URL]
 		if !c.gen.DisableComments {
-			body := commentMarker(key) + "\n" + r.commentBody(ctx, key, c.gen, c.state, mine)
+			body := commentMarker(key) + "\n" + r.commentBody(ctx, key, c.gen, c.state, mine, urlsOf)
 			if err := r.Comments.Comment(ctx, key, c.gen, int(c.state.Number), commentMarker(key), body); err != nil {
 				log.Info("commenting on a pull request failed; tried again at the next reconcile", "error", err.Error())
 			}
 		}
 		if !c.gen.DisableCommitStatus && c.state.Waiting == "" && len(mine) > 0 && c.state.HeadSHA != "" {
-			st := r.commitStatus(ctx, key, c.state.HeadSHA, mine)
+			st := commitStatus(key, c.state.HeadSHA, mine, urlsOf)
 			if err := r.Comments.Status(ctx, key, c.gen, c.state.HeadSHA, st); err != nil {
 				log.Info("setting a pull request's commit status failed; tried again at the next reconcile", "error", err.Error())
 			}
@@ -99,9 +111,9 @@ func (r *Reconciler) comment(ctx context.Context, set *convergev1.SyncTargetSet,
 }
 
 // commentBody says, in Markdown, what became of a pull request: each preview's state,
-// where it answers and its diff, or why there is none.
+// where it answers (urlsOf) and its diff, or why there is none.
 func (r *Reconciler) commentBody(ctx context.Context, set client.ObjectKey, g *convergev1.PullRequestsGenerator,
-	pr convergev1.PullRequestState, targets []*Target) string {
+	pr convergev1.PullRequestState, targets []*Target, urlsOf func(*Target) []string) string {
 	var b strings.Builder
 	b.WriteString("#### converge preview\n\n")
 	if pr.Waiting != "" {
@@ -110,10 +122,8 @@ func (r *Reconciler) commentBody(ctx context.Context, set client.ObjectKey, g *c
 	}
 	for _, t := range targets {
 		fmt.Fprintf(&b, "- `%s`: %s\n", t.Name, previewState(t.Live, pr.HeadSHA))
-		if t.Live != nil && t.Live.Spec.KubeConfig == nil {
-			for _, u := range r.previewURLs(ctx, t.Live) {
-				fmt.Fprintf(&b, "  - %s\n", u)
-			}
+		for _, u := range urlsOf(t) {
+			fmt.Fprintf(&b, "  - %s\n", u)
 		}
 	}
 	for _, t := range targets {
@@ -124,8 +134,8 @@ func (r *Reconciler) commentBody(ctx context.Context, set client.ObjectKey, g *c
 
 // commitStatus is the commit status of a pull request's head: failure when one of its
 // previews failed or was rolled back, success when all are Ready at it, pending
-// otherwise; it links to the first preview's first URL.
-func (r *Reconciler) commitStatus(ctx context.Context, set client.ObjectKey, head string, targets []*Target) forge.Status {
+// otherwise; it links to the first preview's first URL (urlsOf).
+func commitStatus(set client.ObjectKey, head string, targets []*Target, urlsOf func(*Target) []string) forge.Status {
 	st := forge.Status{State: forge.StatusSuccess, Context: statusContext(set)}
 	var ready, deploying []string
 	for _, t := range targets {
@@ -147,8 +157,8 @@ func (r *Reconciler) commitStatus(ctx context.Context, set client.ObjectKey, hea
 	default:
 		st.Description = strings.Join(ready, ", ") + " Ready at " + shortHead(head)
 	}
-	if t := targets[0]; t.Live != nil && t.Live.Spec.KubeConfig == nil && st.State == forge.StatusSuccess {
-		if urls := r.previewURLs(ctx, t.Live); len(urls) > 0 {
+	if st.State == forge.StatusSuccess {
+		if urls := urlsOf(targets[0]); len(urls) > 0 {
 			st.TargetURL = urls[0]
 		}
 	}
