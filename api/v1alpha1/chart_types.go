@@ -128,7 +128,7 @@ type ValuesReference struct {
 }
 
 // HelmSpec says how a chart is rendered: the chart of spec.chart, or the chart directory
-// at spec.path of spec.source (a directory holding Chart.yaml).
+// at spec.path of spec.source or spec.oci (a directory holding Chart.yaml).
 type HelmSpec struct {
 	// ReleaseName is .Release.Name (default: the SyncTarget's name).
 	// +kubebuilder:validation:MaxLength=53

@@ -6,11 +6,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// GetInterval is how often the source is polled when no schedule is set.
+// GetInterval is how often the source (spec.source, spec.chart or spec.oci) is polled
+// when no schedule is set.
 func (in *SyncTarget) GetInterval() time.Duration {
 	iv := in.Spec.Source.Interval
-	if in.Spec.Chart != nil {
+	switch {
+	case in.Spec.Chart != nil:
 		iv = in.Spec.Chart.Interval
+	case in.Spec.OCI != nil:
+		iv = in.Spec.OCI.Interval
 	}
 	if iv != nil && iv.Duration > 0 {
 		return iv.Duration
@@ -20,8 +24,11 @@ func (in *SyncTarget) GetInterval() time.Duration {
 
 // GetSchedule is the cron schedule the source is polled on, or "" for an interval.
 func (in *SyncTarget) GetSchedule() CronSchedule {
-	if in.Spec.Chart != nil {
+	switch {
+	case in.Spec.Chart != nil:
 		return in.Spec.Chart.Schedule
+	case in.Spec.OCI != nil:
+		return in.Spec.OCI.Schedule
 	}
 	return in.Spec.Source.Schedule
 }
@@ -30,6 +37,13 @@ func (in *SyncTarget) GetSchedule() CronSchedule {
 // rather than a Git repository.
 func (in *SyncTarget) IsChart() bool {
 	return in.Spec.Chart != nil
+}
+
+// IsOCI reports whether the SyncTarget follows a configuration artifact of an OCI
+// registry (spec.oci) rather than a Git repository. A chart of an OCI registry is
+// spec.chart: IsChart, not IsOCI.
+func (in *SyncTarget) IsOCI() bool {
+	return in.Spec.OCI != nil
 }
 
 // ReleaseName is the Helm release name of a chart: spec.helm.releaseName, or the
@@ -78,7 +92,8 @@ func (in *SyncTarget) RollbackEnabled() bool {
 	return *in.Spec.Rollback.Enabled
 }
 
-// VerifyMode is what spec.source.verify checks, or "" when no verification is asked for.
+// VerifyMode is what spec.source.verify checks, or "" when no verification is asked for
+// (always "" for spec.chart and spec.oci, whose verify is of their own kind).
 func (in *SyncTarget) VerifyMode() VerifyMode {
 	v := in.Spec.Source.Verify
 	switch {

@@ -54,7 +54,8 @@ const (
 	// HealthyCondition is True when every applied object passed its health checks.
 	HealthyCondition = "Healthy"
 	// SourceVerifiedCondition is True when the revision last fetched carries a signature
-	// by a trusted key (spec.source.verify); False with reason VerificationFailed when not.
+	// by a trusted key (spec.source.verify, spec.oci.verify); False with reason
+	// VerificationFailed when not.
 	SourceVerifiedCondition = "SourceVerified"
 )
 
@@ -367,10 +368,11 @@ type SyncWindow struct {
 }
 
 // SyncTargetSpec is the desired state: which repository, which path, how to apply it.
-// +kubebuilder:validation:XValidation:rule="has(self.source) != has(self.chart)",message="exactly one of source and chart must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.source), has(self.chart), has(self.oci)].filter(x, x).size() == 1",message="exactly one of source, chart and oci must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.chart) || !has(self.path) || size(self.path) == 0",message="path applies to a Git source, not to a chart"
 type SyncTargetSpec struct {
-	// Source is the Git repository and ref to follow. Exactly one of source and chart is set.
+	// Source is the Git repository and ref to follow. Exactly one of source, chart and
+	// oci is set.
 	// +optional
 	Source GitSource `json:"source,omitzero"`
 
@@ -379,6 +381,12 @@ type SyncTargetSpec struct {
 	// its Chart.yaml.
 	// +optional
 	Chart *ChartSource `json:"chart,omitempty"`
+
+	// OCI is a configuration artifact of an OCI registry to follow instead of a Git
+	// repository: a kustomization, plain YAML or a chart directory, rendered from path
+	// inside it as the same content in Git is.
+	// +optional
+	OCI *OCISource `json:"oci,omitempty"`
 
 	// Helm says how a chart is rendered: release name, values, CRD policy.
 	// +optional
@@ -389,7 +397,8 @@ type SyncTargetSpec struct {
 	// +optional
 	KubeConfig *KubeConfigReference `json:"kubeConfig,omitempty"`
 
-	// Path inside the repository to render, relative to its root (default: the root).
+	// Path inside the repository (or the OCI artifact) to render, relative to its root
+	// (default: the root).
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.matches('(^|/)[.][.](/|$)')",message="must be a relative path inside the repository, without '..'"
 	// +optional

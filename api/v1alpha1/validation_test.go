@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -119,11 +120,87 @@ func TestInvalidSyncTargetsAreRejected(t *testing.T) {
 		}, "spec.source.ref.commit", "should match"},
 		{"history limit zero", func(st *convergev1.SyncTarget) { st.Spec.HistoryLimit = ptr.To(int32(0)) },
 			"spec.historyLimit", "should be greater than or equal to 1"},
-		{"neither source nor chart", func(st *convergev1.SyncTarget) { st.Spec.Source = convergev1.GitSource{} },
-			"spec", "exactly one of source and chart must be set"},
+		{"neither source nor chart nor oci", func(st *convergev1.SyncTarget) { st.Spec.Source = convergev1.GitSource{} },
+			"spec", "exactly one of source, chart and oci must be set"},
 		{"source and chart", func(st *convergev1.SyncTarget) {
 			st.Spec.Chart = &convergev1.ChartSource{Repository: "oci://registry.example/charts", Name: "podinfo"}
-		}, "spec", "exactly one of source and chart must be set"},
+		}, "spec", "exactly one of source, chart and oci must be set"},
+		{"source and oci", func(st *convergev1.SyncTarget) { st.Spec.OCI = ociSource() },
+			"spec", "exactly one of source, chart and oci must be set"},
+		{"chart and oci", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.Path = convergev1.GitSource{}, ""
+			st.Spec.Chart = &convergev1.ChartSource{Repository: "oci://registry.example/charts", Name: "podinfo"}
+			st.Spec.OCI = ociSource()
+		}, "spec", "exactly one of source, chart and oci must be set"},
+		{"source, chart and oci", func(st *convergev1.SyncTarget) {
+			st.Spec.Chart = &convergev1.ChartSource{Repository: "oci://registry.example/charts", Name: "podinfo"}
+			st.Spec.OCI = ociSource()
+		}, "spec", "exactly one of source, chart and oci must be set"},
+		{"oci ref with a tag and a digest", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.Ref.Digest = "sha256:" + strings.Repeat("a", 64)
+		}, "spec.oci.ref", "exactly one of tag, semver or digest must be set"},
+		{"oci ref with a tag and a range", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.Ref.SemVer = ">=1.0.0"
+		}, "spec.oci.ref", "exactly one of tag, semver or digest must be set"},
+		{"oci without a ref", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.Ref = convergev1.OCIRef{}
+		}, "spec.oci.ref", "exactly one of tag, semver or digest must be set"},
+		{"oci over https", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.URL = "https://ghcr.io/acme/manifests/shop"
+		}, "spec.oci.url", "must be oci://host[:port]/repository"},
+		{"oci url with a tag", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.URL = "oci://ghcr.io/acme/manifests/shop:v1.2.3"
+		}, "spec.oci.url", "no tag, digest or credentials"},
+		{"oci url with a digest", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.URL = "oci://ghcr.io/acme/manifests/shop@sha256:" + strings.Repeat("a", 64)
+		}, "spec.oci.url", "no tag, digest or credentials"},
+		{"oci url with credentials", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.URL = "oci://robot:hunter2@ghcr.io/acme/manifests/shop"
+		}, "spec.oci.url", "no tag, digest or credentials"},
+		{"oci url without a repository", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.URL = "oci://ghcr.io"
+		}, "spec.oci.url", "must be oci://host[:port]/repository"},
+		{"oci short digest", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.Ref = convergev1.OCIRef{Digest: "sha256:abc123"}
+		}, "spec.oci.ref.digest", "should match"},
+		{"oci digest of another algorithm", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.Ref = convergev1.OCIRef{Digest: "sha512:" + strings.Repeat("a", 128)}
+		}, "spec.oci.ref.digest", "should match"},
+		{"oci tag with a slash", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.Ref = convergev1.OCIRef{Tag: "release/v1"}
+		}, "spec.oci.ref.tag", "should match"},
+		{"oci interval and schedule", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.Interval = &metav1.Duration{Duration: 60e9}
+			st.Spec.OCI.Schedule = "*/5 * * * *"
+		}, "spec.oci", "interval and schedule are mutually exclusive"},
+		{"oci zero interval", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.Interval = &metav1.Duration{}
+		}, "spec.oci.interval", "must be a positive duration"},
+		{"oci verify without keys", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.Verify = &convergev1.OCIVerify{}
+		}, "spec.oci.verify.secretRef.name", "should be at least 1 chars long"},
+		{"oci verify with notation", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.Verify = &convergev1.OCIVerify{Provider: "notation", SecretRef: convergev1.LocalObjectReference{Name: "keys"}}
+		}, "spec.oci.verify.provider", "Unsupported value"},
+		{"oci layer media type not a media type", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+			st.Spec.OCI.LayerMediaType = "tar+gzip"
+		}, "spec.oci.layerMediaType", "should match"},
 		{"chart with a path", func(st *convergev1.SyncTarget) {
 			st.Spec.Source = convergev1.GitSource{}
 			st.Spec.Chart = &convergev1.ChartSource{Repository: "oci://registry.example/charts", Name: "podinfo"}
@@ -231,6 +308,27 @@ func TestValidSyncTargetsRoundTripWithDefaults(t *testing.T) {
 				ValuesFrom:  []convergev1.ValuesReference{{Kind: "Secret", Name: "db", ValuesKey: "values.yaml", TargetPath: "db.password"}},
 				CRDs:        convergev1.CRDsCreate}
 		}},
+		{"oci artifact by tag, with a path", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.OCI = convergev1.GitSource{}, ociSource()
+		}},
+		{"oci artifact pinned by digest, verified, on a registry with a port", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.Path = convergev1.GitSource{}, ""
+			st.Spec.OCI = &convergev1.OCISource{
+				URL:              "oci://registry.example:5000/team-a/manifests/shop",
+				Ref:              convergev1.OCIRef{Digest: "sha256:" + strings.Repeat("0f", 32)},
+				LayerMediaType:   "application/vnd.cncf.flux.content.v1.tar+gzip",
+				SecretRef:        &convergev1.LocalObjectReference{Name: "registry"},
+				Interval:         &metav1.Duration{Duration: 600e9},
+				WebhookSecretRef: &convergev1.LocalObjectReference{Name: "registry-hook"},
+				Verify:           &convergev1.OCIVerify{SecretRef: convergev1.LocalObjectReference{Name: "cosign-keys"}},
+			}
+		}},
+		{"oci semver range on a schedule, a chart directory inside", func(st *convergev1.SyncTarget) {
+			st.Spec.Source, st.Spec.Path = convergev1.GitSource{}, "charts/shop"
+			st.Spec.OCI = &convergev1.OCISource{URL: "oci://ghcr.io/acme/shop-config", Ref: convergev1.OCIRef{SemVer: ">=1.0.0 <2.0.0"},
+				Schedule: "*/10 * * * *"}
+			st.Spec.Helm = &convergev1.HelmSpec{ReleaseName: "shop", ValuesFiles: []string{"values-prod.yaml"}}
+		}},
 		{"chart in Git on a remote cluster", func(st *convergev1.SyncTarget) {
 			st.Spec.Path = "charts/shop"
 			st.Spec.Helm = &convergev1.HelmSpec{DisableHooks: true}
@@ -278,6 +376,9 @@ func TestValidSyncTargetsRoundTripWithDefaults(t *testing.T) {
 			if want.Source.Verify != nil && want.Source.Verify.Mode == "" {
 				want.Source.Verify.Mode = convergev1.VerifyHEAD
 			}
+			if want.OCI != nil && want.OCI.Verify != nil && want.OCI.Verify.Provider == "" {
+				want.OCI.Verify.Provider = convergev1.CosignProvider
+			}
 			if want.PostBuild != nil && want.PostBuild.Strict == nil {
 				want.PostBuild.Strict = ptr.To(true)
 			}
@@ -285,6 +386,31 @@ func TestValidSyncTargetsRoundTripWithDefaults(t *testing.T) {
 			g.Expect(got.GetTimeout()).To(Equal(want.Timeout.Duration))
 		})
 	}
+}
+
+// ociSource is a valid spec.oci: an artifact of GitHub's registry by tag.
+func ociSource() *convergev1.OCISource {
+	return &convergev1.OCISource{URL: "oci://ghcr.io/acme/manifests/shop", Ref: convergev1.OCIRef{Tag: "latest"}}
+}
+
+// TestOCIVerifyNeedsItsSecret: a verify without secretRef at all (what the typed client
+// cannot send) is refused, not read as "verify nothing".
+func TestOCIVerifyNeedsItsSecret(t *testing.T) {
+	if k8s == nil {
+		t.Skip("needs a local cluster: make test")
+	}
+	g := NewWithT(t)
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": convergev1.GroupVersion.String(), "kind": convergev1.SyncTargetKind,
+		"metadata": map[string]any{"name": "oci-verify", "namespace": "default"},
+		"spec": map[string]any{"oci": map[string]any{
+			"url": "oci://ghcr.io/acme/manifests/shop", "ref": map[string]any{"tag": "latest"},
+			"verify": map[string]any{"provider": "cosign"},
+		}},
+	}}
+	err := k8s.Create(t.Context(), u)
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("spec.oci.verify.secretRef: Required value"))
 }
 
 func ptrTo[T any](v T) *T { return &v }
