@@ -154,6 +154,17 @@ func Revisions(ctx context.Context, c client.Client, cfg *rest.Config, st *conve
 // fetched.
 func renderAt(ctx context.Context, c client.Client, on synccluster.Cluster, mapper meta.RESTMapper, st *convergev1.SyncTarget,
 	revision string) ([]*unstructured.Unstructured, []string, string, error) {
+	res, sensitive, fetched, err := renderResultAt(ctx, c, on, mapper, st, revision, false)
+	if err != nil {
+		return nil, sensitive, fetched, err
+	}
+	return res.Objects, sensitive, fetched, nil
+}
+
+// renderResultAt is renderAt's render, its whole result; showValues asks a chart's
+// render for its values as shown (render.HelmOptions.ShowValues).
+func renderResultAt(ctx context.Context, c client.Client, on synccluster.Cluster, mapper meta.RESTMapper, st *convergev1.SyncTarget,
+	revision string, showValues bool) (*render.Result, []string, string, error) {
 	co, err := Fetch(ctx, c, st, revision)
 	if err != nil {
 		return nil, nil, "", err
@@ -167,9 +178,12 @@ func renderAt(ctx context.Context, c client.Client, on synccluster.Cluster, mapp
 		return nil, vars.Sensitive, co.Revision, err
 	}
 	ro.KeepSensitive = true
+	if ro.Helm != nil {
+		ro.Helm.ShowValues = showValues
+	}
 	res, err := RenderResult(ctx, mapper, ro)
 	if err != nil {
 		return nil, vars.Sensitive, co.Revision, fmt.Errorf("rendering %s: %w", co.Revision, err)
 	}
-	return res.Objects, append(vars.Sensitive, res.Sensitive...), co.Revision, nil
+	return res, append(vars.Sensitive, res.Sensitive...), co.Revision, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 
+	"helm.sh/helm/v4/pkg/chart/common/util"
 	chartloader "helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/strvals"
 )
@@ -127,4 +128,76 @@ func (f Flags) Values() (map[string]any, error) {
 		}
 	}
 	return vals, nil
+}
+
+// MaskPrefix starts the text that stands, in ShownValues, for a value a Sensitive layer
+// gave: "*** (from Secret/db[values.yaml])".
+const MaskPrefix = "***"
+
+// ShownValues are the values of a render as a person may see them: supplied is what
+// BuildValues merges from layers and inline (Helm's `get values`), computed is that
+// coalesced with the chart's own values and its subcharts' (`get values --all`). Every
+// value a Sensitive layer gave — a scalar of its document, or its whole string for a
+// TargetPath — is masked as MaskPrefix and the layer's name, unless a later layer or
+// inline sets the same key. Keys are shown. c nil leaves computed nil.
+func ShownValues(c *Chart, layers []ValuesSource, inline []byte) (supplied, computed map[string]any, err error) {
+	masked := make([]ValuesSource, 0, len(layers))
+	for _, l := range layers {
+		if l.Sensitive {
+			m, err := maskLayer(l)
+			if err != nil {
+				return nil, nil, err
+			}
+			l = m
+		}
+		masked = append(masked, l)
+	}
+	supplied, err = BuildValues(masked, inline)
+	if err != nil || c == nil {
+		return supplied, nil, err
+	}
+	all, err := util.CoalesceValues(cloneChart(c.chart), deepCopyMap(supplied))
+	if err != nil {
+		return supplied, nil, fmt.Errorf("chart %s: values: %w", c.Name(), err)
+	}
+	return supplied, all, nil
+}
+
+// maskLayer is a Sensitive layer with each of its values replaced by the mask.
+func maskLayer(l ValuesSource) (ValuesSource, error) {
+	mask := MaskPrefix + " (from " + l.Name + ")"
+	out := ValuesSource{Name: l.Name, TargetPath: l.TargetPath}
+	if l.TargetPath != "" {
+		out.Data = []byte(mask)
+		return out, nil
+	}
+	m, err := chartloader.LoadValues(bytes.NewReader(l.Data))
+	if err != nil {
+		return out, layerError(l, "not valid YAML values (a map)", err)
+	}
+	data, err := json.Marshal(maskTree(map[string]any(m), mask))
+	if err != nil {
+		return out, layerError(l, "cannot be shown", err)
+	}
+	out.Data = data // JSON is YAML
+	return out, nil
+}
+
+// maskTree replaces every scalar under v by mask, keeping maps and lists.
+func maskTree(v any, mask string) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = maskTree(e, mask)
+		}
+		return t
+	case []any:
+		for i, e := range t {
+			t[i] = maskTree(e, mask)
+		}
+		return t
+	case nil:
+		return nil
+	}
+	return mask
 }

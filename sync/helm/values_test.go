@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -84,5 +85,55 @@ func TestBuildValuesErrorsNameTheLayerAndHideSensitiveContent(t *testing.T) {
 		if tc.private != "" && strings.Contains(err.Error(), tc.private) {
 			t.Errorf("error %q leaks the sensitive layer", err)
 		}
+	}
+}
+
+// TestShownValuesMaskWhatSecretsGave: the values shown of a render keep every key, show
+// what files, ConfigMaps and inline values gave, and mask each value a Secret gave —
+// whole documents and targetPath strings alike — unless a later layer set it again;
+// computed adds the chart's own values, masked the same.
+func TestShownValuesMaskWhatSecretsGave(t *testing.T) {
+	dir := writeChart(t, map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: shop\nversion: 1.0.0\n",
+		"values.yaml": "image: {tag: \"1.0\"}\ndb: {host: localhost, password: \"\"}\n",
+	})
+	layers := []ValuesSource{
+		{Name: "values-prod.yaml", Data: []byte("replicas: 3\n")},
+		{Name: "Secret/db[values.yaml]", Data: []byte("db:\n  password: pa55-from-secret\n  ports: [5432, 5433]\nauth: {token: tok-from-secret, user: admin}\n"), Sensitive: true},
+		{Name: "Secret/api[key]", TargetPath: "api.key", Data: []byte("key-from-secret"), Sensitive: true},
+		{Name: "ConfigMap/c[user]", TargetPath: "auth.user", Data: []byte("operator")},
+	}
+	supplied, computed, err := ShownValues(mustLoad(t, dir), layers, []byte(`{"image":{"tag":"2.0"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := "*** (from Secret/db[values.yaml])"
+	want := map[string]any{
+		"replicas": float64(3),
+		"db":       map[string]any{"password": db, "ports": []any{db, db}},
+		"auth":     map[string]any{"token": db, "user": "operator"},
+		"api":      map[string]any{"key": "*** (from Secret/api[key])"},
+		"image":    map[string]any{"tag": "2.0"},
+	}
+	if diff := cmp.Diff(want, supplied); diff != "" {
+		t.Errorf("supplied (-want +got):\n%s", diff)
+	}
+	if got := computed["db"].(map[string]any)["host"]; got != "localhost" {
+		t.Errorf("computed db.host = %v, want the chart's own localhost", got)
+	}
+	if got := computed["db"].(map[string]any)["password"]; got != db {
+		t.Errorf("computed db.password = %v, want it masked", got)
+	}
+	for _, side := range []map[string]any{supplied, computed} {
+		text := fmt.Sprint(side)
+		for _, secret := range []string{"pa55-from-secret", "tok-from-secret", "key-from-secret", "5432"} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%q shown: %s", secret, text)
+			}
+		}
+	}
+	if _, _, err := ShownValues(nil, []ValuesSource{{Name: "Secret/x[v]", Data: []byte("a: [unclosed: s3cret-text"), Sensitive: true}}, nil); err == nil ||
+		strings.Contains(err.Error(), "s3cret-text") {
+		t.Errorf("a broken Secret layer: %v, want an error without its text", err)
 	}
 }

@@ -58,6 +58,8 @@ type confinedFS struct {
 
 	mu    sync.Mutex
 	cache map[string][]byte
+	// shown are the values of a chart rendered with HelmOptions.ShowValues.
+	shown *ChartValues
 	// plugins maps a directory listed under generators, transformers or validators
 	// to the plugin configs it builds, built and checked by the preflight. Kustomize
 	// reads such an entry as a file first: it gets these bytes, and never builds the

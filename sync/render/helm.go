@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/converge-gitops/converge/internal/crdkinds"
 	"github.com/converge-gitops/converge/sync/helm"
@@ -63,6 +64,10 @@ type HelmOptions struct {
 	// .Capabilities.KubeVersion (as helm template --api-versions and --kube-version).
 	APIVersions []string
 	KubeVersion string
+	// ShowValues fills Result.Values with the values of the render as a person may see
+	// them (see helm.ShownValues): for a caller that shows them, never the daemon's own
+	// renders.
+	ShowValues bool
 	// FromCluster says APIVersions and KubeVersion are those of the cluster the release
 	// goes to, as helm install discovers them: APIVersions replace Helm's defaults, and
 	// the API versions the chart's own CustomResourceDefinitions serve are added, since
@@ -105,6 +110,11 @@ func renderChart(ctx context.Context, cfs *confinedFS, root string, start resolv
 	chart, err := helm.LoadChart(filepath.Join(root, filepath.FromSlash(start.rel)))
 	if err != nil {
 		return nil, fileErr(display, fmt.Errorf("%w: %w", ErrHelm, err))
+	}
+	if o.ShowValues {
+		if err := cfs.showValues(chart, layers, o.Inline); err != nil {
+			return nil, fileErr(display, fmt.Errorf("%w: %w", ErrHelm, err))
+		}
 	}
 	kube := o.KubeVersion
 	if kube == "" {
@@ -234,4 +244,72 @@ func defaultKubeVersion() string {
 		}
 	}
 	return "v1.35.0"
+}
+
+// ChartValues are the values of a chart's render as a person may see them (see
+// helm.ShownValues), as YAML: Supplied are those converge passes to the chart, Computed
+// those merged with the chart's own. Values a Secret gave are masked, and every value
+// read from a Secret in the tree or decrypted from a SOPS file is redacted. Each is cut
+// to MaxShownValuesBytes.
+type ChartValues struct {
+	Supplied, Computed string
+	// Cut says one of them was cut short.
+	Cut bool
+}
+
+// MaxShownValuesBytes caps each text of ChartValues.
+const MaxShownValuesBytes = 256 << 10
+
+// showValues keeps the values of the chart's render as shown, for Result.Values.
+func (c *confinedFS) showValues(chart *helm.Chart, layers []helm.ValuesSource, inline []byte) error {
+	supplied, computed, err := helm.ShownValues(chart, layers, inline)
+	if err != nil {
+		return err
+	}
+	out := &ChartValues{}
+	sensitive := c.secretValues()
+	for _, side := range []struct {
+		vals map[string]any
+		to   *string
+	}{{supplied, &out.Supplied}, {computed, &out.Computed}} {
+		b, err := sigsyaml.Marshal(redactTree(side.vals, sensitive))
+		if err != nil {
+			return fmt.Errorf("values cannot be shown: %w", err)
+		}
+		text := string(b)
+		if len(text) > MaxShownValuesBytes {
+			text, out.Cut = cutAtLine(text, MaxShownValuesBytes), true
+		}
+		*side.to = text
+	}
+	c.mu.Lock()
+	c.shown = out
+	c.mu.Unlock()
+	return nil
+}
+
+// redactTree redacts the sensitive values in every string under v, in place.
+func redactTree(v any, sensitive []string) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = redactTree(e, sensitive)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = redactTree(e, sensitive)
+		}
+	case string:
+		return redact(t, sensitive)
+	}
+	return v
+}
+
+// cutAtLine cuts text to at most n bytes, at the end of a line.
+func cutAtLine(text string, n int) string {
+	text = text[:n]
+	if i := strings.LastIndexByte(text, '\n'); i > 0 {
+		text = text[:i+1]
+	}
+	return text
 }

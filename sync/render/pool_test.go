@@ -313,3 +313,35 @@ func TestPoolTakesBackALentWorker(t *testing.T) {
 	g.Eventually(errs, 20*time.Second).Should(Receive(BeNil()))
 	g.Expect(stops).To(BeEmpty())
 }
+
+// A chart rendered in a worker with ShowValues returns its values as a person may see
+// them: what a Secret layer gave masked, what a SOPS-encrypted values file gave redacted,
+// the chart's own values in the computed side; without ShowValues, none.
+func TestPoolShowsChartValuesWhenAsked(t *testing.T) {
+	g := NewWithT(t)
+	k := newTestKeys(t)
+	root := chartRepo(t)
+	write(t, root, "env/ui.yaml", "ui:\n  message: hello\n")
+	write(t, root, "env/db.enc.yaml", string(ageOnly(k).encrypt(t, "db.enc.yaml", []byte("data:\n  url: sops-decrypted-url\n"))))
+	helmOpts := &HelmOptions{ReleaseName: "web", Namespace: "shop", ValuesFiles: []string{"../../env/ui.yaml", "../../env/db.enc.yaml"},
+		Values: []helm.ValuesSource{{Name: "Secret/db[values.yaml]", Data: []byte("db:\n  password: layer-secret\n"), Sensitive: true}},
+		Inline: []byte(`{"replicaCount":4}`)}
+	opts := Options{Root: root, Path: "charts/podinfo", OwnerName: "web", OwnerNamespace: "shop", Helm: helmOpts,
+		Decryption: testKeyring(t, k)}
+	p := newPool(t, PoolOptions{})
+	res, err := p.Render(context.Background(), "shop", opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Values).To(BeNil())
+
+	helmOpts.ShowValues = true
+	res, err = p.Render(context.Background(), "shop", opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Values).NotTo(BeNil())
+	g.Expect(res.Values.Supplied).To(And(ContainSubstring("replicaCount: 4"), ContainSubstring("message: hello"),
+		ContainSubstring("password: '*** (from Secret/db[values.yaml])'"), ContainSubstring("url: '[redacted]'")))
+	g.Expect(res.Values.Computed).To(And(ContainSubstring("replicaCount: 4"), ContainSubstring("repository: ghcr.io/stefanprodan/podinfo")))
+	for _, text := range []string{res.Values.Supplied, res.Values.Computed} {
+		g.Expect(text).NotTo(Or(ContainSubstring("layer-secret"), ContainSubstring("sops-decrypted-url")))
+	}
+	g.Expect(res.Values.Cut).To(BeFalse())
+}

@@ -152,6 +152,9 @@ type Result struct {
 	// rendered objects beyond a Secret's masking (a pull request's comment) redacts them.
 	// It is not part of Digest.
 	Sensitive []string
+	// Values, for a chart rendered with HelmOptions.ShowValues, are its values as a
+	// person may see them. Not part of Digest.
+	Values *ChartValues `json:",omitempty"`
 }
 
 // How a path was built.
@@ -260,6 +263,7 @@ func renderWithin(ctx context.Context, opts Options) (*Result, error) {
 	if opts.KeepSensitive {
 		res.Sensitive = cfs.secretValues()
 	}
+	res.Values = cfs.shown
 	return res, nil
 }
 

@@ -63,6 +63,7 @@ type wireResult struct {
 	Kustomized bool              `json:",omitempty"`
 	Chart      bool              `json:",omitempty"`
 	Sensitive  []string          `json:",omitempty"`
+	Values     *ChartValues      `json:",omitempty"`
 	Err        *wireError        `json:",omitempty"`
 	// Dirty says that the worker still runs part of the render (a template loop that
 	// calls no function cannot be stopped): the parent ends the worker.
@@ -161,7 +162,7 @@ func resultOf(res *Result, err error) *wireResult {
 	if err != nil {
 		return &wireResult{Err: wireErrorOf(err)}
 	}
-	out := &wireResult{Digest: res.Digest, Kustomized: res.Kustomized, Chart: res.Chart, Sensitive: res.Sensitive}
+	out := &wireResult{Digest: res.Digest, Kustomized: res.Kustomized, Chart: res.Chart, Sensitive: res.Sensitive, Values: res.Values}
 	for _, o := range res.Objects {
 		b, merr := json.Marshal(o.Object)
 		if merr != nil {
@@ -198,7 +199,7 @@ func (w *wireResult) result() (*Result, error) {
 	if w.Err != nil {
 		return nil, w.Err.err()
 	}
-	res := &Result{Digest: w.Digest, Kustomized: w.Kustomized, Chart: w.Chart, Sensitive: w.Sensitive}
+	res := &Result{Digest: w.Digest, Kustomized: w.Kustomized, Chart: w.Chart, Sensitive: w.Sensitive, Values: w.Values}
 	res.Objects = make([]*unstructured.Unstructured, 0, len(w.Objects))
 	for _, b := range w.Objects {
 		m := map[string]any{}

@@ -90,8 +90,11 @@
       if (a && live.contains(a) && a.dataset.action) {
         sel = '[data-action="' + CSS.escape(a.dataset.action) + '"]' + (a.dataset.to ? '[data-to="' + CSS.escape(a.dataset.to) + '"]' : '');
       }
-      var before = fetched();
+      var before = fetched(), kept = {};
+      // What a button loaded (versions, values) stays, as open nodes do.
+      live.querySelectorAll('[data-keep]').forEach(function (k) { if (k.id) { kept[k.id] = k.innerHTML; } });
       live.innerHTML = html;
+      Object.keys(kept).forEach(function (id) { var k = document.getElementById(id); if (k) { k.innerHTML = kept[id]; } });
       wireOwned(live);
       if (sel) { var b = live.querySelector(sel); if (b) { b.focus(); } }
       if (diff && fetched() !== before) { loadDiff(); }
