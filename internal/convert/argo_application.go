@@ -26,21 +26,37 @@ func (c *converter) application(u *unstructured.Unstructured) {
 // appSpec maps an Application's spec (or an ApplicationSet's template spec) onto s; false
 // when it cannot be converted at all.
 func (c *conv) appSpec(spec map[string]any, s *convergev1.SyncTargetSpec) bool {
-	src := asMap(spec["source"])
+	src, single := asMap(spec["source"]), false
 	if src == nil {
 		srcs := asSlice(spec["sources"])
 		if len(srcs) != 1 {
 			c.lost("sources", "", "converge deploys one source per SyncTarget: make a SyncTarget per source, or keep the values files beside the chart")
 			return false
 		}
-		src = asMap(srcs[0])
-		c.note("source", "spec.sources (%s) has a single source, converted as spec.source", c.kindName())
+		src, single = asMap(srcs[0]), true
 	}
+	sc := c.at("", c.in+"source.", c.out)
 	t := &appSource{spec: s, chart: str(src, "chart") != ""}
-	if t.chart {
-		s.Chart = &convergev1.ChartSource{}
+	// Argo CD's OCI source: an artifact of a registry, unless a chart of it is named.
+	t.oci = !t.chart && strings.HasPrefix(str(src, "repoURL"), "oci://")
+	field := "source"
+	switch {
+	case t.chart:
+		s.Chart, field = &convergev1.ChartSource{}, "chart"
+	case t.oci:
+		if why := ociURLRefusal(str(src, "repoURL")); why != "" {
+			sc.lost("repoURL", "", why)
+			return false
+		}
+		s.OCI, field = &convergev1.OCISource{}, "oci"
 	}
-	mapFields(c.at("", c.in+"source.", c.out), src, t, appSourceRules, appSourceLost)
+	if single {
+		c.note(field, "spec.sources (%s) has a single source, converted as spec.%s", c.kindName(), field)
+	}
+	mapFields(sc, src, t, appSourceRules, appSourceLost)
+	if t.oci && s.OCI.Ref == (convergev1.OCIRef{}) {
+		s.OCI.Ref = sc.ociRevision("")
+	}
 	mapFields(c, spec, s, appRules, appLost)
 	if asMap(get(spec, "syncPolicy", "automated")) == nil {
 		c.note("", "%ssyncPolicy.automated (%s) is not set: Argo CD synced by hand; converge always syncs (set suspend: true to keep it from deploying)", c.in, c.kindName())
@@ -48,30 +64,43 @@ func (c *conv) appSpec(spec map[string]any, s *convergev1.SyncTargetSpec) bool {
 	return true
 }
 
-// appSource is what the rules of an Application's source fill.
+// appSource is what the rules of an Application's source fill: spec.chart when it names
+// a chart, spec.oci when it is an OCI artifact, spec.source otherwise.
 type appSource struct {
 	spec  *convergev1.SyncTargetSpec
 	chart bool
+	oci   bool
 }
 
 var appSourceRules = []rule[*appSource]{
 	{"repoURL", func(c *conv, v any, t *appSource) {
-		if t.chart {
+		switch {
+		case t.chart:
 			t.spec.Chart.Repository = c.chartRepository(asString(v))
-			return
+		case t.oci:
+			t.spec.OCI.URL = asString(v)
+		default:
+			t.spec.Source.URL = asString(v)
 		}
-		t.spec.Source.URL = asString(v)
 	}},
 	{"targetRevision", func(c *conv, v any, t *appSource) {
-		if t.chart {
+		switch {
+		case t.chart:
 			t.spec.Chart.Version = asString(v)
-			return
+		case t.oci:
+			t.spec.OCI.Ref = c.ociRevision(asString(v))
+		default:
+			t.spec.Source.Ref = c.revision(asString(v))
 		}
-		t.spec.Source.Ref = c.revision(asString(v))
 	}},
 	{"path", func(_ *conv, v any, t *appSource) { t.spec.Path = relPath(asString(v)) }},
 	{"chart", func(_ *conv, v any, t *appSource) { t.spec.Chart.Name = asString(v) }},
-	{"helm", func(c *conv, v any, t *appSource) { c.argoHelm(asMap(v), t.spec) }},
+	{"helm", func(c *conv, v any, t *appSource) {
+		c.argoHelm(asMap(v), t.spec)
+		if t.oci {
+			c.note("oci", "%shelm (%s): spec.oci renders a chart directory at spec.path of the artifact; a chart pushed with helm push is a chart of a registry: follow it as spec.chart (repository: the URL without its last segment, name: that segment)", c.in, c.kindName())
+		}
+	}},
 	{"kustomize", func(c *conv, v any, _ *appSource) {
 		mapFields(c.at("", c.in+"kustomize.", c.out), asMap(v), t0, nil, kustomizeLost)
 	}},
@@ -231,6 +260,32 @@ var (
 	tagRe    = regexp.MustCompile(`^v?[0-9]+(\.[0-9]+){1,2}([-+][0-9A-Za-z.-]+)?$`)
 	semverRe = regexp.MustCompile(`[*^~<>=|]|(^|\.)[xX](\.|$)| - `)
 )
+
+var ociDigestRe = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// ociRevision reads Argo CD's targetRevision of an OCI source: a digest, a semver range
+// or a tag; the guess is said in a comment.
+func (c *conv) ociRevision(rev string) convergev1.OCIRef {
+	var ref convergev1.OCIRef
+	var as string
+	switch {
+	case rev == "":
+		c.note("oci.ref", "%stargetRevision (%s) is not set: the tag latest is followed; check it", c.in, c.kindName())
+		return convergev1.OCIRef{Tag: "latest"}
+	case rev == "HEAD":
+		ref, as = convergev1.OCIRef{Tag: "latest"}, "the tag latest: check it"
+	case strings.Contains(rev, "{{"):
+		ref, as = convergev1.OCIRef{Tag: rev}, "a tag"
+	case ociDigestRe.MatchString(rev):
+		ref, as = convergev1.OCIRef{Digest: rev}, "a digest"
+	case semverRe.MatchString(rev):
+		ref, as = convergev1.OCIRef{SemVer: rev}, "a semver range"
+	default:
+		ref, as = convergev1.OCIRef{Tag: rev}, "a tag"
+	}
+	c.note("oci.ref", "%stargetRevision %q (%s) read as %s", c.in, rev, c.kindName(), as)
+	return ref
+}
 
 // revision reads Argo CD's targetRevision, which may be a branch, a tag, a commit or a
 // semver range; the guess is said in a comment.

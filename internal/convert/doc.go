@@ -1,7 +1,7 @@
-// Package convert carries Flux and Argo CD objects over to converge: Flux GitRepository +
-// Kustomization and HelmRepository/OCIRepository + HelmRelease become SyncTargets, Flux
-// Alert + Provider become Notifiers, Argo CD Applications become SyncTargets and
-// ApplicationSets SyncTargetSets.
+// Package convert carries Flux and Argo CD objects over to converge: Flux GitRepository or
+// OCIRepository + Kustomization and HelmRepository/OCIRepository + HelmRelease become
+// SyncTargets, Flux Alert + Provider become Notifiers, Argo CD Applications (of Git, of a
+// chart or of an OCI artifact) become SyncTargets and ApplicationSets SyncTargetSets.
 //
 // Every field of the input is accounted for: it is mapped, or it gets a note (a
 // "# converge convert:" comment in the printed YAML) when converge behaves differently,

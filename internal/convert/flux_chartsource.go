@@ -65,8 +65,13 @@ func (c *conv) chartRef(u *unstructured.Unstructured, ref map[string]any, st *co
 		c.lost("chartRef", "", "the OCIRepository is not in the input: nothing tells where the chart is")
 		return nil, false
 	}
-	st.Spec.Chart = &convergev1.ChartSource{}
 	rc := c.at(keyOf(src).String(), "spec.", "spec.chart.")
+	if why := ociURLRefusal(str(asMap(src.Object["spec"]), "url")); why != "" {
+		rc.lost("url", "", why)
+		c.lost("chartRef", "", "the OCIRepository cannot be converted (see its problem), and the HelmRelease is not either")
+		return nil, false
+	}
+	st.Spec.Chart = &convergev1.ChartSource{}
 	mapFields(rc, asMap(src.Object["spec"]), st.Spec.Chart, ociRepositoryRules, chartRepositoryLost)
 	if st.Spec.Chart.Version == "" && st.Spec.Chart.Digest == "" {
 		rc.note("version", "an OCIRepository without spec.ref follows the tag latest; converge follows the highest semver tag")

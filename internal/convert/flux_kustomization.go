@@ -15,7 +15,8 @@ func newSyncTarget(u *unstructured.Unstructured) *convergev1.SyncTarget {
 	}
 }
 
-// kustomization converts a Flux Kustomization and its GitRepository into a SyncTarget.
+// kustomization converts a Flux Kustomization and its GitRepository or OCIRepository into
+// a SyncTarget.
 func (c *converter) kustomization(u *unstructured.Unstructured) {
 	cv := newConv(c, u)
 	st := newSyncTarget(u)
@@ -23,7 +24,7 @@ func (c *converter) kustomization(u *unstructured.Unstructured) {
 	from := []string{cv.from}
 	if src := cv.kustomizationSource(u, spec, st); src != "" {
 		from = append(from, src)
-	} else if st.Spec.Source.URL == "" {
+	} else if st.Spec.Source.URL == "" && st.Spec.OCI == nil {
 		return
 	}
 	mapFields(cv, spec, &st.Spec, kustomizationRules, kustomizationLost)
@@ -33,31 +34,47 @@ func (c *converter) kustomization(u *unstructured.Unstructured) {
 	cv.object(st, from...)
 }
 
-// kustomizationSource fills spec.source from the GitRepository of sourceRef, and returns
-// its name; "" when it is not in the input (the SyncTarget is kept, with a comment) or
-// when the kind cannot be converted (the SyncTarget is dropped: its URL stays empty).
+// kustomizationSource fills spec.source from the GitRepository of sourceRef, or spec.oci
+// from its OCIRepository, and returns its name; "" when it is not in the input (the
+// SyncTarget is kept, with a comment) or when it cannot be converted (the SyncTarget is
+// dropped: it has neither a source URL nor spec.oci).
 func (c *conv) kustomizationSource(u *unstructured.Unstructured, spec map[string]any, st *convergev1.SyncTarget) string {
 	ref := asMap(spec["sourceRef"])
 	kind, name, ns := str(ref, "kind"), str(ref, "name"), str(ref, "namespace")
 	if ns == "" {
 		ns = u.GetNamespace()
 	}
-	if kind != "GitRepository" {
-		c.lost("sourceRef", "", "converge follows Git repositories and charts; a "+kind+" source is not supported")
+	field := map[string]string{"GitRepository": "source", "OCIRepository": "oci"}[kind]
+	if field == "" {
+		c.lost("sourceRef", "", "converge follows Git repositories, OCI artifacts and charts; a "+kind+" source is not supported")
 		return ""
 	}
 	repo := c.s.c.lookup(fluxSourceGroup, kind, ns, name)
 	if repo == nil || ns != u.GetNamespace() {
-		why := "the GitRepository is not in the input: fill in spec.source.url and spec.source.ref"
+		why := "the " + kind + " is not in the input: fill in spec." + field + ".url and spec." + field + ".ref"
 		if ns != u.GetNamespace() {
-			why = "the GitRepository is in another namespace; converge's source is part of the SyncTarget: check spec.source"
+			why = "the " + kind + " is in another namespace; converge's source is part of the SyncTarget: check spec." + field
 		}
-		c.lost("sourceRef", "source", why)
-		st.Spec.Source.URL = "https://git.example.invalid/fill-me-in"
-		st.Spec.Source.Ref.Branch = "main"
+		c.lost("sourceRef", field, why)
+		if kind == "OCIRepository" {
+			st.Spec.OCI = &convergev1.OCISource{URL: "oci://registry.example.invalid/fill-me-in", Ref: convergev1.OCIRef{Tag: "latest"}}
+		} else {
+			st.Spec.Source.URL = "https://git.example.invalid/fill-me-in"
+			st.Spec.Source.Ref.Branch = "main"
+		}
 		if repo == nil {
 			return ""
 		}
+	}
+	if kind == "OCIRepository" {
+		src, ok := c.ociArtifact(repo)
+		if !ok {
+			st.Spec.OCI = nil
+			c.lost("sourceRef", "", "the OCIRepository cannot be converted (see its problem), and the Kustomization is not either")
+			return ""
+		}
+		st.Spec.OCI = src
+		return keyOf(repo).String()
 	}
 	st.Spec.Source = c.gitSource(repo)
 	return keyOf(repo).String()
@@ -83,7 +100,14 @@ var kustomizationRules = []rule[*convergev1.SyncTargetSpec]{
 	{"postBuild", func(c *conv, v any, s *convergev1.SyncTargetSpec) { s.PostBuild = c.postBuild(asMap(v)) }},
 	{"decryption", func(c *conv, v any, s *convergev1.SyncTargetSpec) { s.Decryption = c.decryption(asMap(v)) }},
 	{"kubeConfig", func(c *conv, v any, s *convergev1.SyncTargetSpec) { s.KubeConfig = c.kubeConfig(v) }},
-	noteOnly[*convergev1.SyncTargetSpec]("interval", "source", "converge has no periodic re-apply: it watches the applied objects and corrects drift at once; spec.source.interval is the poll of the repository"),
+	{"interval", func(c *conv, _ any, s *convergev1.SyncTargetSpec) {
+		const text = "%sinterval (%s): converge has no periodic re-apply: it watches the applied objects and corrects drift at once; %s"
+		if s.OCI != nil {
+			c.note("oci", text, c.in, c.kindName(), "spec.oci.interval is the poll of the registry")
+			return
+		}
+		c.note("source", text, c.in, c.kindName(), "spec.source.interval is the poll of the repository")
+	}},
 	noteOnly[*convergev1.SyncTargetSpec]("retryInterval", "", "converge retries a failed revision with its own backoff"),
 	noteOnly[*convergev1.SyncTargetSpec]("deletionPolicy", "prune", "converge prunes the objects when the SyncTarget is deleted if spec.prune is true, and orphans them otherwise"),
 }

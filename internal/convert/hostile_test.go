@@ -220,3 +220,101 @@ func kindName(m map[string]any) string {
 	meta, _ := m["metadata"].(map[string]any)
 	return asString(m["kind"]) + "/" + asString(meta["name"])
 }
+
+// TestOCIURLsWithCredentialsOrAnotherSchemeAreRefused: an OCI URL holding credentials is
+// refused, and neither the output nor a problem repeats them; one that is no oci:// URL is
+// refused too. What reads it (a Kustomization, a HelmRelease, an Application) is not
+// converted, and says why.
+func TestOCIURLsWithCredentialsOrAnotherSchemeAreRefused(t *testing.T) {
+	const secret = "s3cr3t-t0ken"
+	tests := []struct {
+		name, in, from, field, reason string
+	}{
+		{"OCIRepository with credentials", `
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: app, namespace: team}
+spec: {url: "oci://robot:` + secret + `@ghcr.io/acme/manifests/app", ref: {tag: v1}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: app, namespace: team}
+spec: {sourceRef: {kind: OCIRepository, name: app}, path: ./}
+`, "OCIRepository team/app", "spec.url", "the URL holds credentials"},
+		{"OCIRepository with a user only", `
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: app, namespace: team}
+spec: {url: "oci://` + secret + `@ghcr.io/acme/manifests/app", ref: {tag: v1}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: app, namespace: team}
+spec: {sourceRef: {kind: OCIRepository, name: app}, path: ./}
+`, "OCIRepository team/app", "spec.url", "the URL holds credentials"},
+		{"OCIRepository with a line break in its credentials", `
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: app, namespace: team}
+spec: {url: ` + strconv.Quote("oci://robot:"+secret+smuggled("\n")+"@ghcr.io/acme/app") + `, ref: {tag: v1}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: app, namespace: team}
+spec: {sourceRef: {kind: OCIRepository, name: app}, path: ./}
+`, "OCIRepository team/app", "spec.url", "not a URL"},
+		{"OCIRepository over https", `
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: app, namespace: team}
+spec: {url: "https://ghcr.io/acme/manifests/app", ref: {tag: v1}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: app, namespace: team}
+spec: {sourceRef: {kind: OCIRepository, name: app}, path: ./}
+`, "OCIRepository team/app", "spec.url", "not an oci:// URL"},
+		{"chartRef to an OCIRepository with credentials", `
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: podinfo, namespace: team}
+spec: {url: "oci://robot:` + secret + `@ghcr.io/stefanprodan/charts/podinfo", ref: {semver: ">=6.0.0"}}
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: podinfo, namespace: team}
+spec: {chartRef: {kind: OCIRepository, name: podinfo}}
+`, "OCIRepository team/podinfo", "spec.url", "the URL holds credentials"},
+		{"Application of an artifact with credentials", `
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: app, namespace: argocd}
+spec:
+  source: {repoURL: "oci://robot:` + secret + `@ghcr.io/acme/manifests/app", targetRevision: v1, path: .}
+  destination: {name: in-cluster, namespace: app}
+`, "Application argocd/app", "spec.source.repoURL", "the URL holds credentials"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, out := convertString(t, tt.in)
+			if kinds := outputKinds(t, out); len(kinds) != 0 {
+				t.Errorf("nothing is converted; got %q\n%s", kinds, out)
+			}
+			p := problem(t, res, tt.from, tt.field)
+			if p.Warning || !strings.Contains(p.Reason, tt.reason) {
+				t.Errorf("problem: %+v", p)
+			}
+			if !res.Failed() {
+				t.Error("the result does not say it failed")
+			}
+			for _, p := range res.Problems {
+				if strings.Contains(p.String(), secret) {
+					t.Errorf("a problem repeats the credentials: %s", p)
+				}
+			}
+			if strings.Contains(out, secret) {
+				t.Errorf("the output holds the credentials:\n%s", out)
+			}
+		})
+	}
+}
