@@ -20,8 +20,11 @@ type OCISource struct {
 	// +required
 	Ref OCIRef `json:"ref"`
 
-	// LayerMediaType is the media type of the layer to extract when the artifact has
-	// several, e.g. application/vnd.cncf.flux.content.v1.tar+gzip. Default: its first layer.
+	// LayerMediaType is the media type of the layer to extract, e.g.
+	// application/vnd.cncf.flux.content.v1.tar+gzip. Without it, the artifact's one
+	// tar+gzip layer of a type converge knows (its own, Flux's, or oras's
+	// application/vnd.oci.image.layer.v1.tar+gzip) is extracted; several such layers
+	// need it.
 	// +kubebuilder:validation:MaxLength=255
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$`
 	// +optional
