@@ -50,7 +50,7 @@ func TestSchemaAgreesWithTheAPIServer(t *testing.T) {
 			mutate: func(_, spec map[string]any) {
 				spec["source"].(map[string]any)["ref"] = map[string]any{"branch": "main", "tag": "v1"}
 			}},
-		{name: "neither source nor chart", reason: "exactly one of source and chart must be set",
+		{name: "neither source nor chart", reason: "exactly one of source, chart and oci must be set",
 			mutate: func(_, spec map[string]any) { delete(spec, "source") }},
 		{name: "value outside its enum", reason: `spec.helm.crds`,
 			mutate: func(_, spec map[string]any) { spec["helm"] = map[string]any{"crds": "Sometimes"} }},
