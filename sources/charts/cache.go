@@ -67,10 +67,15 @@ func (c *Client) now() time.Time {
 // is served from the cache only to a source naming the same repository with the same
 // credentials: the source that downloaded it, or one that would get the same archive with
 // the same request. Any other asks its own repository. The name is a hash: no credential
-// is in a path.
+// is in a path. Artifacts have scopes of their own, apart from charts', one for each layer
+// media type chosen (the same manifest gives another tree by another layer).
 func (c *Client) scopeDir(src Source) string {
+	parts := []string{"chart cache scope", strings.TrimSuffix(src.Repository, "/"), src.Credentials.digest()}
+	if src.IsArtifact() {
+		parts = append([]string{"artifact cache scope", src.LayerMediaType}, parts[1:]...)
+	}
 	h := sha256.New()
-	for _, v := range []string{"chart cache scope", strings.TrimSuffix(src.Repository, "/"), src.Credentials.digest()} {
+	for _, v := range parts {
 		_, _ = fmt.Fprintf(h, "%d:%s;", len(v), v)
 	}
 	return filepath.Join(c.CacheDir, hex.EncodeToString(h.Sum(nil))[:32])
@@ -81,10 +86,12 @@ func (c *Client) entryDir(src Source, digest string) string {
 	return filepath.Join(c.scopeDir(src), "sha256-"+hexDigest(digest))
 }
 
-// cached returns the chart's directory when the cache holds it for src, and marks it used.
+// cached returns the directory of the chart, or of the artifact's tree, when the cache
+// holds it for src, and marks it used.
 func (c *Client) cached(src Source, r Resolved) (string, bool) {
 	entry := c.entryDir(src, r.Digest)
-	dir := filepath.Join(entry, src.chartName())
+	lay := src.layout()
+	dir := filepath.Join(entry, lay.top)
 	c.cache.mu.Lock()
 	defer c.cache.mu.Unlock()
 	c.load()
@@ -92,7 +99,7 @@ func (c *Client) cached(src Source, r Resolved) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
+	if !lay.holds(dir) {
 		return "", false
 	}
 	e.used = c.now()

@@ -67,12 +67,18 @@ const (
 func (c *Client) limits() Limits { return c.Limits.withDefaults() }
 
 // Resolve returns the newest version of the chart that src.Version allows (an OCI chart
-// pinned by digest: that one).
+// pinned by digest: that one). For an artifact: the manifest of its tag, of the newest tag
+// its version range allows, or of its digest.
 func (c *Client) Resolve(ctx context.Context, src Source) (Resolved, error) {
+	op := src.op("resolve", "of")
 	if err := checkSource(src); err != nil {
-		return Resolved{}, wrap(ctx, "resolve chart "+src.Name+" of", src, err)
+		return Resolved{}, wrap(ctx, op, src, err)
 	}
-	if src.IsOCI() {
+	switch {
+	case src.IsArtifact():
+		r, err := c.resolveArtifact(ctx, src)
+		return r, wrap(ctx, op, src, err)
+	case src.IsOCI():
 		return c.resolveOCI(ctx, src)
 	}
 	return c.resolveHTTP(ctx, src)
@@ -83,16 +89,22 @@ const maxVersions = 50
 
 // Versions returns the versions of the chart that src.Version allows, newest first, at
 // most 50: from the repository's index, or an OCI repository's tags (Helm's "_" read as
-// "+"). A chart pinned by digest has only its own.
+// "+"). A chart pinned by digest has only its own. For an artifact: the tags its version
+// range allows, its tag when the repository has it, or "digest" for one pinned.
 func (c *Client) Versions(ctx context.Context, src Source) ([]string, error) {
+	op := src.op("list the versions of", "of")
 	if err := checkSource(src); err != nil {
-		return nil, wrap(ctx, "list the versions of chart "+src.Name+" of", src, err)
+		return nil, wrap(ctx, op, src, err)
+	}
+	if src.IsArtifact() {
+		out, err := c.artifactVersions(ctx, src)
+		return out, wrap(ctx, op, src, err)
 	}
 	var all []string
 	if src.IsOCI() {
 		tags, err := c.ociTags(ctx, src)
 		if err != nil {
-			return nil, wrap(ctx, "list the versions of chart "+src.Name+" of", src, err)
+			return nil, wrap(ctx, op, src, err)
 		}
 		for _, t := range tags {
 			all = append(all, strings.ReplaceAll(t, "_", "+"))
@@ -100,7 +112,7 @@ func (c *Client) Versions(ctx context.Context, src Source) ([]string, error) {
 	} else {
 		idx, err := c.index(ctx, src, true)
 		if err != nil {
-			return nil, wrap(ctx, "list the versions of chart "+src.Name+" of", src, err)
+			return nil, wrap(ctx, op, src, err)
 		}
 		for _, e := range idx.entries[src.Name] {
 			all = append(all, e.Version)
@@ -108,7 +120,7 @@ func (c *Client) Versions(ctx context.Context, src Source) ([]string, error) {
 	}
 	in, err := inRange(len(all), func(i int) string { return all[i] }, src.Version)
 	if err != nil {
-		return nil, wrap(ctx, "list the versions of chart "+src.Name+" of", src, err)
+		return nil, wrap(ctx, op, src, err)
 	}
 	out := make([]string, 0, min(len(in), maxVersions))
 	for _, i := range in[:min(len(in), maxVersions)] {
@@ -117,63 +129,83 @@ func (c *Client) Versions(ctx context.Context, src Source) ([]string, error) {
 	return out, nil
 }
 
-// Fetch returns the directory holding the chart of r (the one with Chart.yaml), from the
-// cache when this repository with these credentials downloaded it before (no network),
-// otherwise downloaded — bounded, its digest checked — and extracted safely. The
-// directory is read-only. The cache is not shared across repositories or credentials: a
-// source naming the digest of another's private chart gets what its own repository
-// serves, and another's cached archive never.
+// Fetch returns the directory holding the chart of r (the one with Chart.yaml), or the
+// whole tree of an artifact, from the cache when this repository with these credentials
+// downloaded it before (no network), otherwise downloaded — bounded, its digest checked —
+// and extracted safely. The directory is read-only. The cache is not shared across
+// repositories or credentials, nor between charts and artifacts: a source naming the
+// digest of another's private chart gets what its own repository serves, and another's
+// cached archive never.
+//
+// An artifact's manifest must be an OCI image manifest whose config is of
+// ArtifactConfigMediaType, FluxConfigMediaType, OCIEmptyConfigMediaType or
+// OrasConfigMediaType, and which has one layer of ArtifactLayerMediaType,
+// FluxLayerMediaType or OCILayerMediaType — or of src.LayerMediaType when set: an image
+// index, a Helm chart, several candidate layers or other media types are refused.
 func (c *Client) Fetch(ctx context.Context, src Source, r Resolved) (string, error) {
+	op := src.op("fetch", "from")
 	if err := checkSource(src); err != nil {
-		return "", wrap(ctx, "fetch chart "+src.Name+" from", src, err)
+		return "", wrap(ctx, op, src, err)
 	}
 	if !digestPattern.MatchString(r.Digest) {
-		return "", wrap(ctx, "fetch chart "+src.Name+" from", src, invalid("digest %q is not sha256:<64 hex digits>", r.Digest))
+		return "", wrap(ctx, op, src, invalid("digest %q is not sha256:<64 hex digits>", r.Digest))
 	}
 	if dir, ok := c.cached(src, r); ok {
 		c.collectSometimes()
 		return dir, nil
 	}
-	if src.IsOCI() {
+	switch {
+	case src.IsArtifact():
+		dir, err := c.fetchArtifact(ctx, src, r)
+		return dir, wrap(ctx, op+" "+r.String()+" from", src, err)
+	case src.IsOCI():
 		return c.fetchOCI(ctx, src, r)
 	}
 	return c.fetchHTTP(ctx, src, r)
 }
 
 // Verify checks the chart's provenance: its .prov is signed by a key of src.Keyring and
-// names the archive's sha256. A failure is a *sources.VerificationError (it matches
-// sources.ErrVerificationFailed) when the chart is not trusted, another error when the
-// provenance could not be read.
+// names the archive's sha256. With src.CosignKeys it checks instead that the OCI chart or
+// artifact is signed with cosign by one of them (see VerifySigner). A failure is a
+// *sources.VerificationError (it matches sources.ErrVerificationFailed) when the chart or
+// artifact is not trusted, another error when the signatures could not be read.
 func (c *Client) Verify(ctx context.Context, src Source, r Resolved) error {
 	_, err := c.VerifySigner(ctx, src, r)
 	return err
 }
 
-// VerifySigner is Verify, telling who signed the chart.
+// VerifySigner is Verify, telling who signed the chart or artifact. A verification that
+// succeeded is remembered: it costs no request again.
+//
+// Cosign signatures are read offline, with the public keys of src.CosignKeys only (no
+// transparency log, no certificate): cosign's classic format (the tag
+// sha256-<hex>.sig of the same repository, simple-signing payloads naming the manifest's
+// digest, as `cosign sign --key` writes it up to cosign v2 and with
+// --new-bundle-format=false), and cosign v3's default (a Sigstore bundle v0.3 attached as
+// an OCI referrer, its DSSE envelope holding an in-toto statement of predicate type
+// https://sigstore.dev/cosign/sign/v1 whose subject is the manifest's digest). A bundle's
+// certificate, transparency log entries and timestamps are not checked: the key is what
+// is trusted.
 func (c *Client) VerifySigner(ctx context.Context, src Source, r Resolved) (Signer, error) {
+	op := src.op("verify", "of")
 	if err := checkSource(src); err != nil {
-		return Signer{}, wrap(ctx, "verify chart "+src.Name+" of", src, err)
+		return Signer{}, wrap(ctx, op, src, err)
 	}
 	if !digestPattern.MatchString(r.Digest) {
-		return Signer{}, wrap(ctx, "verify chart "+src.Name+" of", src, invalid("digest %q is not sha256:<64 hex digits>", r.Digest))
+		return Signer{}, wrap(ctx, op, src, invalid("digest %q is not sha256:<64 hex digits>", r.Digest))
 	}
-	ring, err := readKeyring(src.Keyring)
+	check, trust, err := c.verifier(ctx, src, r)
 	if err != nil {
-		return Signer{}, wrap(ctx, "verify chart "+src.Name+" of", src, err)
+		return Signer{}, wrap(ctx, op, src, err)
 	}
-	key := r.Digest + "\x00" + src.Repository + "\x00" + src.Credentials.digest() + "\x00" + src.Name + "\x00" + r.Version + "\x00" + ring.digest
+	key := strings.Join([]string{r.Digest, string(src.Kind), src.Repository, src.Credentials.digest(), src.Name, r.Version, trust}, "\x00")
 	c.mu.Lock()
 	s, ok := c.verified[key]
 	c.mu.Unlock()
 	if ok {
 		return s, nil
 	}
-	if src.IsOCI() {
-		s, err = c.verifyOCI(ctx, src, r, ring)
-	} else {
-		s, err = c.verifyHTTP(ctx, src, r, ring)
-	}
-	if err != nil {
+	if s, err = check(); err != nil {
 		return Signer{}, err
 	}
 	c.mu.Lock()
@@ -183,6 +215,28 @@ func (c *Client) VerifySigner(ctx context.Context, src Source, r Resolved) (Sign
 	c.verified[key] = s
 	c.mu.Unlock()
 	return s, nil
+}
+
+// verifier is the check of src's signatures, and what names the keys it trusts.
+func (c *Client) verifier(ctx context.Context, src Source, r Resolved) (func() (Signer, error), string, error) {
+	if len(src.CosignKeys) > 0 {
+		keys, err := readCosignKeys(src.CosignKeys)
+		if err != nil {
+			return nil, "", err
+		}
+		return func() (Signer, error) { return c.verifyCosign(ctx, src, r, keys) }, "cosign " + keys.digest, nil
+	}
+	if src.IsArtifact() {
+		return nil, "", invalid("no cosign keys to verify the artifact with")
+	}
+	ring, err := readKeyring(src.Keyring)
+	if err != nil {
+		return nil, "", err
+	}
+	if src.IsOCI() {
+		return func() (Signer, error) { return c.verifyOCI(ctx, src, r, ring) }, ring.digest, nil
+	}
+	return func() (Signer, error) { return c.verifyHTTP(ctx, src, r, ring) }, ring.digest, nil
 }
 
 // checkSource refuses a source that cannot work as written.
@@ -197,12 +251,31 @@ func checkSource(src Source) error {
 		return invalid("the repository must be an https://, http:// or oci:// URL")
 	case u.Host == "":
 		return invalid("the repository URL has no host")
-	case src.Name == "" || strings.Contains(src.Name, "..") || strings.HasPrefix(src.Name, "/"):
-		return invalid("bad chart name %q", src.Name)
 	case src.Digest != "" && !digestPattern.MatchString(src.Digest):
 		return invalid("digest %q is not sha256:<64 hex digits>", src.Digest)
+	case len(src.CosignKeys) > 0 && !src.IsOCI():
+		return invalid("cosign signatures are read from an oci:// repository only")
+	case len(src.CosignKeys) > 0 && src.Keyring != nil:
+		return invalid("trust either cosign keys or OpenPGP keys (provenance), not both")
+	}
+	switch src.Kind {
+	case KindChart:
+		return checkChartSource(src)
+	case KindArtifact:
+		return checkArtifactSource(src)
+	}
+	return invalid("unknown source kind %q", src.Kind)
+}
+
+// checkChartSource refuses a chart source that cannot work as written.
+func checkChartSource(src Source) error {
+	switch {
+	case src.Name == "" || strings.Contains(src.Name, "..") || strings.HasPrefix(src.Name, "/"):
+		return invalid("bad chart name %q", src.Name)
 	case src.Digest != "" && !src.IsOCI():
 		return invalid("a digest pins an oci:// chart only")
+	case src.Tag != "" || src.LayerMediaType != "":
+		return invalid("a tag or a layer media type is for an artifact, not a chart")
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -18,35 +19,58 @@ import (
 	"github.com/converge-gitops/converge/sources"
 )
 
-// ErrBadArchive: a chart archive is not a safe chart — an entry escapes its directory, is a
-// link or a device, the top directory is not the chart's name, or its digest is not the
-// one expected. Archives over a cap match sources.ErrLimitExceeded instead.
-// It fails the revision (the chart version will not mend).
-var ErrBadArchive = category.New(category.FailRevision, "", "bad chart archive")
+// ErrBadArchive: a chart archive, or an artifact's, is not safe to extract — an entry
+// escapes its directory, is a link or a device, a chart's top directory is not the chart's
+// name, or its digest is not the one expected. Archives over a cap match
+// sources.ErrLimitExceeded instead. It fails the revision (the version will not mend).
+var ErrBadArchive = category.New(category.FailRevision, "", "bad archive")
 
 func badArchive(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrBadArchive}, args...)...)
 }
 
-// install reads a chart archive from body — at most Limits.ArchiveBytes of it — checks
-// that its sha256 is wantHex (any when empty), extracts it and moves it into the cache as
-// the chart of digest (the archive's own when empty) of src's repository. It returns the
-// chart's directory and the archive's sha256. Nothing is left in the cache when it fails;
-// when it succeeds, the cache is collected.
+// layout is what extraction checks of an archive, and where its tree is.
+type layout struct {
+	// what names the content in errors: "chart" or "artifact".
+	what string
+	// top, when set, is the directory every entry must be under (a chart's name): the
+	// tree is that directory.
+	top string
+	// required, when set, is a file the archive must hold, under top.
+	required string
+}
+
+// layout is the layout of src's archives: a chart's is its directory holding Chart.yaml,
+// an artifact's the whole tree.
+func (s Source) layout() layout {
+	if s.IsArtifact() {
+		return layout{what: "artifact"}
+	}
+	return layout{what: "chart", top: s.chartName(), required: "Chart.yaml"}
+}
+
+// install reads a chart archive, or an artifact's, from body — at most
+// Limits.ArchiveBytes of it — checks that its sha256 is wantHex (any when empty), extracts
+// it and moves it into the cache as the chart or artifact of digest (the archive's own
+// when empty) of src's repository. It returns the tree's directory and the archive's
+// sha256. Nothing is left in the cache when it fails; when it succeeds, the cache is
+// collected.
 func (c *Client) install(body io.Reader, wantHex, digest string, src Source) (string, string, error) {
 	lim := c.limits()
+	lay := src.layout()
 	tmp, err := c.tempDir()
 	if err != nil {
 		return "", "", err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 
-	archive := capped(body, lim.ArchiveBytes, "the chart archive")
+	what := "the " + lay.what + " archive"
+	archive := capped(body, lim.ArchiveBytes, what)
 	h := sha256.New()
 	in := io.TeeReader(archive, h)
-	if err := extract(in, tmp, src.chartName(), lim); err != nil {
+	if err := extract(in, tmp, lay, lim); err != nil {
 		if archive.over {
-			return "", "", limitErr("the chart archive", lim.ArchiveBytes)
+			return "", "", limitErr(what, lim.ArchiveBytes)
 		}
 		return "", "", err
 	}
@@ -54,7 +78,7 @@ func (c *Client) install(body io.Reader, wantHex, digest string, src Source) (st
 		return "", "", err
 	}
 	if archive.over {
-		return "", "", limitErr("the chart archive", lim.ArchiveBytes)
+		return "", "", limitErr(what, lim.ArchiveBytes)
 	}
 	got := hex.EncodeToString(h.Sum(nil))
 	if wantHex != "" && got != wantHex {
@@ -70,9 +94,9 @@ func (c *Client) install(body io.Reader, wantHex, digest string, src Source) (st
 	if err := c.place(tmp, entry, dirSize(tmp)); err != nil {
 		return "", "", err
 	}
-	dir := filepath.Join(entry, src.chartName())
-	if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
-		return "", "", fmt.Errorf("chart cache: %s holds another chart than %s", filepath.Base(entry), src.chartName())
+	dir := filepath.Join(entry, lay.top)
+	if !lay.holds(dir) {
+		return "", "", fmt.Errorf("chart cache: %s holds another %s than %s", filepath.Base(entry), lay.what, lay.top)
 	}
 	c.collect()
 	return dir, got, nil
@@ -133,27 +157,39 @@ func (c *cappedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// extractor writes the entries of one chart archive under root.
+// holds reports whether dir, the tree of an archive of this layout, is there whole: a
+// directory holding the required file.
+func (l layout) holds(dir string) bool {
+	fi, err := os.Stat(filepath.Join(dir, l.required))
+	if l.required == "" {
+		return err == nil && fi.IsDir()
+	}
+	return err == nil
+}
+
+// extractor writes the entries of one archive under root.
 type extractor struct {
-	root, chart string
-	lim         Limits
-	files       int
-	total       int64
+	root  string
+	lay   layout
+	lim   Limits
+	files int
+	total int64
 }
 
 // extract reads the gzipped tar in and writes its regular files and directories under
-// root. It refuses absolute paths, "..", links, devices, entries outside the directory
-// named chart, and archives over lim — the bytes decompressed are counted as they are
-// read, so a decompression bomb stops at the cap.
-func extract(in io.Reader, root, chart string, lim Limits) error {
+// root. It refuses absolute paths, "..", links, devices, entries outside the layout's top
+// directory, an archive without its required file, and archives over lim — the bytes
+// decompressed are counted as they are read, so a decompression bomb stops at the cap.
+func extract(in io.Reader, root string, lay layout, lim Limits) error {
 	gz, err := gzip.NewReader(in)
 	if err != nil {
 		return badArchive("not a gzip archive: %v", err)
 	}
 	// tar headers and padding count too: what is decompressed is bounded, whatever the
 	// headers say.
-	raw := capped(gz, lim.ExtractedBytes+int64(lim.Files+2)*1024, "the extracted chart")
-	x := &extractor{root: root, chart: chart, lim: lim}
+	extracted := "the extracted " + lay.what
+	raw := capped(gz, lim.ExtractedBytes+int64(lim.Files+2)*1024, extracted)
+	x := &extractor{root: root, lay: lay, lim: lim}
 	tr := tar.NewReader(raw)
 	for {
 		hdr, err := tr.Next()
@@ -162,32 +198,37 @@ func extract(in io.Reader, root, chart string, lim Limits) error {
 		}
 		if err != nil {
 			if raw.over {
-				return limitErr("the extracted chart", lim.ExtractedBytes)
+				return limitErr(extracted, lim.ExtractedBytes)
 			}
 			return badArchive("reading the tar archive: %v", err)
 		}
 		if err := x.entry(hdr, tr); err != nil {
 			if raw.over {
-				return limitErr("the extracted chart", lim.ExtractedBytes)
+				return limitErr(extracted, lim.ExtractedBytes)
 			}
 			return err
 		}
 	}
-	if _, err := os.Stat(filepath.Join(root, chart, "Chart.yaml")); err != nil {
-		return badArchive("no %s/Chart.yaml in the archive", chart)
+	if lay.required != "" {
+		if _, err := os.Stat(filepath.Join(root, lay.top, lay.required)); err != nil {
+			return badArchive("no %s in the archive", path.Join(lay.top, lay.required))
+		}
 	}
 	return nil
 }
 
 // entry writes one entry of the archive.
 func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		return nil // metadata of the archive (git archive writes one), no file
+	}
 	name, err := x.path(hdr.Name)
 	if err != nil {
 		return err
 	}
 	x.files++
 	if x.files > x.lim.Files {
-		return fmt.Errorf("%w: the chart has more than %d files", sources.ErrLimitExceeded, x.lim.Files)
+		return fmt.Errorf("%w: the %s has more than %d files", sources.ErrLimitExceeded, x.lay.what, x.lim.Files)
 	}
 	dst := filepath.Join(x.root, filepath.FromSlash(name))
 	switch hdr.Typeflag {
@@ -201,15 +242,15 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 	return badArchive("%s is not a regular file or a directory (type %q)", name, hdr.Typeflag)
 }
 
-// path checks an entry's name (package tarpath) and that it is under the chart's
+// path checks an entry's name (package tarpath) and that it is under the layout's top
 // directory, and returns it cleaned.
 func (x *extractor) path(raw string) (string, error) {
 	name, err := tarpath.Clean(raw)
 	if err != nil {
 		return "", badArchive("%v", err)
 	}
-	if name != x.chart && !strings.HasPrefix(name, x.chart+"/") {
-		return "", badArchive("entry %q is not under the chart's directory %s/", raw, x.chart)
+	if top := x.lay.top; top != "" && name != top && !strings.HasPrefix(name, top+"/") {
+		return "", badArchive("entry %q is not under the %s's directory %s/", raw, x.lay.what, top)
 	}
 	return name, nil
 }
@@ -220,7 +261,7 @@ func (x *extractor) file(dst, name string, size int64, r io.Reader) error {
 	case size > x.lim.FileBytes:
 		return fmt.Errorf("%w: %s is larger than the cap of %d bytes for one file", sources.ErrLimitExceeded, name, x.lim.FileBytes)
 	case x.total+size > x.lim.ExtractedBytes:
-		return limitErr("the extracted chart", x.lim.ExtractedBytes)
+		return limitErr("the extracted "+x.lay.what, x.lim.ExtractedBytes)
 	}
 	x.total += size
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {

@@ -20,28 +20,33 @@ import (
 	"github.com/converge-gitops/converge/sources"
 )
 
-// bomb is a gzip stream that decompresses to a tar of one file of 1 GiB of zeros: a
-// header, then 1024 gzip members of 1 MiB of zeros each (about 1 MiB compressed).
-func bomb(t testing.TB) []byte {
+// bomb is a gzip stream that decompresses to a tar of one file, name, of 1 GiB of zeros:
+// a header, then 1024 gzip members of 1 MiB of zeros each (about 1 MiB compressed).
+func bomb(t testing.TB, name string) []byte {
 	t.Helper()
 	var hdr bytes.Buffer
 	tw := tar.NewWriter(&hdr)
-	if err := tw.WriteHeader(&tar.Header{Name: "small/Chart.yaml", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 30}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 30}); err != nil {
 		t.Fatal(err)
 	}
-	member := func(b []byte) []byte {
-		var buf bytes.Buffer
-		gz := gzip.NewWriter(&buf)
-		_, _ = gz.Write(b)
-		_ = gz.Close()
-		return buf.Bytes()
-	}
-	out := member(hdr.Bytes())
-	zeros := member(make([]byte, 1<<20))
+	out := gzipped(t, hdr.Bytes())
+	zeros := gzipped(t, make([]byte, 1<<20))
 	for range 1024 {
 		out = append(out, zeros...)
 	}
 	return out
+}
+
+// gzipped compresses data.
+func gzipped(t testing.TB, data []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	_, _ = gz.Write(data)
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 // manyFiles is a chart of n empty files.
@@ -76,7 +81,7 @@ func TestHostileArchives(t *testing.T) {
 		{"twice the same file", tgz(t, chartYAML, chartYAML), ErrBadArchive, "twice"},
 		{"not gzip", []byte(strings.Repeat("not a chart ", 100)), ErrBadArchive, "not a gzip archive"},
 		{"100k files", manyFiles(t, 100_000), sources.ErrLimitExceeded, "more than 10000 files"},
-		{"decompression bomb", bomb(t), sources.ErrLimitExceeded, "larger than the cap"},
+		{"decompression bomb", bomb(t, "small/Chart.yaml"), sources.ErrLimitExceeded, "larger than the cap"},
 		{"archive over its cap", append(packageChart(t, "small", small("1.0.0")), make([]byte, DefaultArchiveBytes)...), sources.ErrLimitExceeded, "the chart archive is larger than the cap of 16777216 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,14 +28,31 @@ const (
 	legacyChartLayerMediaType = "application/tar+gzip"
 )
 
-// ociRepo is the repository <repository>/<name> of an oci:// source.
+// ociRepo is the repository <repository>/<name> of an oci:// chart source, the repository
+// itself of an artifact.
 func ociRepo(src Source) (name.Repository, error) {
-	ref := strings.TrimSuffix(strings.TrimPrefix(src.Repository, "oci://"), "/") + "/" + src.Name
+	ref := strings.TrimSuffix(strings.TrimPrefix(src.Repository, "oci://"), "/")
+	if !src.IsArtifact() {
+		ref += "/" + src.Name
+	}
 	repo, err := name.NewRepository(ref)
 	if err != nil {
-		return name.Repository{}, invalid("%s/%s is not an OCI repository name", strings.TrimPrefix(src.Repository, "oci://"), src.Name)
+		return name.Repository{}, invalid("%s is not an OCI repository name", ref)
 	}
 	return repo, nil
+}
+
+// ociSession is src's OCI repository with the options of every call to it (ociOptions).
+func (c *Client) ociSession(ctx context.Context, src Source) (name.Repository, []remote.Option, error) {
+	repo, err := ociRepo(src)
+	if err != nil {
+		return name.Repository{}, nil, err
+	}
+	opts, err := c.ociOptions(ctx, src, repo)
+	if err != nil {
+		return name.Repository{}, nil, err
+	}
+	return repo, opts, nil
 }
 
 // ociOptions are the options of every registry call: the source's credentials (to its
@@ -91,12 +108,8 @@ func (b *limitedBody) Read(p []byte) (int, error) { return b.r.Read(p) }
 // resolveOCI finds the manifest of the newest tag src.Version allows (Helm writes a
 // version's "+" as "_" in tags), or of the digest pinned.
 func (c *Client) resolveOCI(ctx context.Context, src Source) (Resolved, error) {
-	op := "resolve chart " + src.Name + " of"
-	repo, err := ociRepo(src)
-	if err != nil {
-		return Resolved{}, wrap(ctx, op, src, err)
-	}
-	opts, err := c.ociOptions(ctx, src, repo)
+	op := src.op("resolve", "of")
+	repo, opts, err := c.ociSession(ctx, src)
 	if err != nil {
 		return Resolved{}, wrap(ctx, op, src, err)
 	}
@@ -117,11 +130,7 @@ func (c *Client) resolveOCI(ctx context.Context, src Source) (Resolved, error) {
 
 // ociTags lists the tags of src's OCI repository.
 func (c *Client) ociTags(ctx context.Context, src Source) ([]string, error) {
-	repo, err := ociRepo(src)
-	if err != nil {
-		return nil, err
-	}
-	opts, err := c.ociOptions(ctx, src, repo)
+	repo, opts, err := c.ociSession(ctx, src)
 	if err != nil {
 		return nil, err
 	}
@@ -171,16 +180,39 @@ func (c *Client) resolveDigest(repo name.Repository, digest string, opts []remot
 	return Resolved{Version: version, Digest: digest, URL: repo.Digest(digest).Name()}, nil
 }
 
-// manifest reads the manifest of digest (go-containerregistry checks that it has that
-// digest) and checks that it is a Helm chart's.
+// manifestBytes caps an image manifest (the cap the OCI distribution spec suggests
+// registries take).
+const manifestBytes = 4 << 20
+
+// getManifest reads the image manifest ref names (go-containerregistry checks that it has
+// the digest a digest reference names), at most manifestBytes of it: an image index or
+// another kind of manifest is refused.
+func getManifest(ref name.Reference, opts []remote.Option) (*v1.Manifest, []byte, error) {
+	desc, err := remote.Get(ref, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	what := ref.Identifier()
+	switch {
+	case len(desc.Manifest) > manifestBytes:
+		return nil, nil, limitErr("the manifest "+what, manifestBytes)
+	case desc.MediaType.IsIndex():
+		return nil, nil, invalid("%s is an image index (%s), not one manifest: name the manifest of the platform (its digest)", what, desc.MediaType)
+	case desc.MediaType != types.OCIManifestSchema1 && desc.MediaType != types.DockerManifestSchema2:
+		return nil, nil, invalid("%s is a manifest of media type %q, not an OCI image manifest (%s)", what, desc.MediaType, types.OCIManifestSchema1)
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: the manifest %s does not parse: %v", sources.ErrFetchFailed, what, err)
+	}
+	return m, desc.Manifest, nil
+}
+
+// manifest reads the manifest of digest and checks that it is a Helm chart's.
 func (c *Client) manifest(repo name.Repository, digest string, opts []remote.Option) (*v1.Manifest, error) {
-	desc, err := remote.Get(repo.Digest(digest), opts...)
+	m, _, err := getManifest(repo.Digest(digest), opts)
 	if err != nil {
 		return nil, err
-	}
-	m, err := v1.ParseManifest(strings.NewReader(string(desc.Manifest)))
-	if err != nil {
-		return nil, fmt.Errorf("%w: the manifest %s does not parse: %v", sources.ErrFetchFailed, digest, err)
 	}
 	if m.Config.MediaType != ConfigMediaType {
 		return nil, invalid("%s is not a Helm chart: its config is of media type %q, not %s", digest, m.Config.MediaType, ConfigMediaType)
@@ -235,11 +267,7 @@ func (c *Client) fetchOCI(ctx context.Context, src Source, r Resolved) (string, 
 }
 
 func (c *Client) downloadOCI(ctx context.Context, src Source, r Resolved) (string, error) {
-	repo, err := ociRepo(src)
-	if err != nil {
-		return "", err
-	}
-	opts, err := c.ociOptions(ctx, src, repo)
+	repo, opts, err := c.ociSession(ctx, src)
 	if err != nil {
 		return "", err
 	}
@@ -251,10 +279,19 @@ func (c *Client) downloadOCI(ctx context.Context, src Source, r Resolved) (strin
 	if !ok {
 		return "", invalid("the manifest %s has no chart layer (%s)", r.Digest, ChartLayerMediaType)
 	}
-	if chart.Size > c.limits().ArchiveBytes {
-		return "", limitErr("the chart archive", c.limits().ArchiveBytes)
+	return c.installLayer(repo, chart, r.Digest, src, opts)
+}
+
+// installLayer downloads the layer d of the manifest digest — at most
+// Limits.ArchiveBytes, its digest checked — and extracts it into the cache (install).
+func (c *Client) installLayer(repo name.Repository, d v1.Descriptor, digest string, src Source, opts []remote.Option) (string, error) {
+	if d.Size > c.limits().ArchiveBytes {
+		return "", limitErr("the "+src.layout().what+" archive", c.limits().ArchiveBytes)
 	}
-	l, err := remote.Layer(repo.Digest(chart.Digest.String()), opts...)
+	if d.Digest.Algorithm != "sha256" {
+		return "", badArchive("the layer's digest %s is not a sha256", d.Digest)
+	}
+	l, err := remote.Layer(repo.Digest(d.Digest.String()), opts...)
 	if err != nil {
 		return "", err
 	}
@@ -263,7 +300,7 @@ func (c *Client) downloadOCI(ctx context.Context, src Source, r Resolved) (strin
 		return "", err
 	}
 	defer func() { _ = rc.Close() }()
-	dir, _, err := c.install(rc, chart.Digest.Hex, r.Digest, src)
+	dir, _, err := c.install(rc, d.Digest.Hex, digest, src)
 	return dir, err
 }
 

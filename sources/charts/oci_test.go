@@ -48,55 +48,72 @@ func newOCIRegistry(t testing.TB) *ociRegistry {
 
 func hostOf(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
 
-// rawManifest is a manifest to put as it is.
-type rawManifest struct {
-	body []byte
-	mt   types.MediaType
-}
-
-func (m rawManifest) RawManifest() ([]byte, error)        { return m.body, nil }
-func (m rawManifest) MediaType() (types.MediaType, error) { return m.mt, nil }
-
 // push pushes a chart as `helm push` does — config of Helm's media type, the archive as
 // the chart layer, the provenance (when given) as its layer — under the tag of version
 // ("+" written "_"), and returns the manifest's digest.
 func (reg *ociRegistry) push(t testing.TB, chart, version string, archive, prov []byte) string {
 	t.Helper()
-	repo, err := name.NewRepository(hostOf(reg.open) + "/charts/" + chart)
+	cfg, _ := json.Marshal(map[string]string{"apiVersion": "v2", "name": chart, "version": version})
+	layers := []blob{{archive, ChartLayerMediaType, nil}}
+	if prov != nil {
+		layers = append(layers, blob{prov, ProvLayerMediaType, nil})
+	}
+	return putImage(t, reg.repo(t, "charts/"+chart), strings.ReplaceAll(version, "+", "_"), blob{cfg, ConfigMediaType, nil}, layers, nil)
+}
+
+// repo is the repository of path in the registry (pushed to without credentials).
+func (reg *ociRegistry) repo(t testing.TB, path string) name.Repository {
+	t.Helper()
+	repo, err := name.NewRepository(hostOf(reg.open) + "/" + path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := json.Marshal(map[string]string{"apiVersion": "v2", "name": chart, "version": version})
-	blobs := []struct {
-		data []byte
-		mt   types.MediaType
-	}{{cfg, ConfigMediaType}, {archive, ChartLayerMediaType}}
-	if prov != nil {
-		blobs = append(blobs, struct {
-			data []byte
-			mt   types.MediaType
-		}{prov, ProvLayerMediaType})
-	}
-	m := v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1}
-	for i, b := range blobs {
-		l := static.NewLayer(b.data, b.mt)
-		if err := remote.WriteLayer(repo, l); err != nil {
-			t.Fatal(err)
-		}
-		d, _ := l.Digest()
-		desc := v1.Descriptor{MediaType: b.mt, Size: int64(len(b.data)), Digest: d}
-		if i == 0 {
-			m.Config = desc
-		} else {
-			m.Layers = append(m.Layers, desc)
-		}
-	}
-	body, _ := json.Marshal(m)
-	tag := repo.Tag(strings.ReplaceAll(version, "+", "_"))
-	if err := remote.Put(tag, rawManifest{body: body, mt: types.OCIManifestSchema1}); err != nil {
+	return repo
+}
+
+// blob is a blob of a test image: its content, media type and descriptor annotations.
+type blob struct {
+	data        []byte
+	mt          types.MediaType
+	annotations map[string]string
+}
+
+// writeBlob uploads b to repo and returns its descriptor.
+func writeBlob(t testing.TB, repo name.Repository, b blob) v1.Descriptor {
+	t.Helper()
+	l := static.NewLayer(b.data, b.mt)
+	if err := remote.WriteLayer(repo, l); err != nil {
 		t.Fatal(err)
 	}
-	return "sha256:" + sha(body)
+	d, _ := l.Digest()
+	return v1.Descriptor{MediaType: b.mt, Size: int64(len(b.data)), Digest: d, Annotations: b.annotations}
+}
+
+// putImage uploads the blobs and puts an OCI manifest of config and layers with
+// annotations under tag (by its digest only when tag is ""), and returns its digest.
+func putImage(t testing.TB, repo name.Repository, tag string, config blob, layers []blob, annotations map[string]string) string {
+	t.Helper()
+	m := v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, Config: writeBlob(t, repo, config), Annotations: annotations}
+	for _, l := range layers {
+		m.Layers = append(m.Layers, writeBlob(t, repo, l))
+	}
+	body, _ := json.Marshal(m)
+	return putRaw(t, repo, tag, body, types.OCIManifestSchema1)
+}
+
+// putRaw puts a manifest as it is under tag (by its digest only when tag is "") and
+// returns its digest.
+func putRaw(t testing.TB, repo name.Repository, tag string, body []byte, mt types.MediaType) string {
+	t.Helper()
+	digest := "sha256:" + sha(body)
+	var ref name.Reference = repo.Digest(digest)
+	if tag != "" {
+		ref = repo.Tag(tag)
+	}
+	if err := remote.Put(ref, rawManifest{body: body, mt: mt}); err != nil {
+		t.Fatal(err)
+	}
+	return digest
 }
 
 // TestOCIVersionsRangesAndDigest: a chart pushed as Helm pushes it is found by version,

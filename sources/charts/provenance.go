@@ -179,11 +179,7 @@ func (c *Client) readProv(ctx context.Context, src Source, u string) ([]byte, er
 // against the manifest's chart layer.
 func (c *Client) verifyOCI(ctx context.Context, src Source, r Resolved, ring *keyring) (Signer, error) {
 	op := "verify chart " + src.Name + " " + r.Version + " of"
-	repo, err := ociRepo(src)
-	if err != nil {
-		return Signer{}, wrap(ctx, op, src, err)
-	}
-	opts, err := c.ociOptions(ctx, src, repo)
+	repo, opts, err := c.ociSession(ctx, src)
 	if err != nil {
 		return Signer{}, wrap(ctx, op, src, err)
 	}

@@ -49,28 +49,59 @@ func (c Credentials) digest() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Source is a chart to follow.
+// SourceKind says what a Source follows.
+type SourceKind string
+
+// The kinds of sources.
+const (
+	// KindChart is a Helm chart of a chart repository (HTTP or OCI): the zero value.
+	KindChart SourceKind = ""
+	// KindArtifact is a configuration artifact of an OCI registry — a kustomization, plain
+	// YAML or a chart directory, packed as `converge push artifact`, `flux push artifact`
+	// or `oras push` of a tar.gz write it — whose whole tree is fetched.
+	KindArtifact SourceKind = "Artifact"
+)
+
+// Source is a chart, or a configuration artifact, to follow.
 type Source struct {
-	// Repository is https:// or http:// (a repository serving index.yaml) or oci://.
+	// Kind says whether the source is a chart (the zero value) or a configuration artifact.
+	Kind SourceKind
+	// Repository is https:// or http:// (a repository serving index.yaml) or oci://. For an
+	// artifact it is the whole repository, oci://host[:port]/path/repo.
 	Repository string
-	// Name of the chart; for OCI the chart is <repository>/<name>.
+	// Name of the chart; for OCI the chart is <repository>/<name>. An artifact has none:
+	// it must be empty.
 	Name string
-	// Version is an exact version or a semver range; "" means "*".
+	// Version is an exact version or a semver range; "" means "*". For an artifact it is
+	// a semver range over the repository's tags ("v" prefixes read), the newest tag it
+	// allows followed.
 	Version string
-	// Digest pins an OCI chart by its manifest digest.
+	// Tag follows one tag of an artifact as it moves: any tag, semver or not ("latest",
+	// "main-3f2a"). An artifact without Tag, Version or Digest follows "latest".
+	Tag string
+	// Digest pins an OCI chart, or an artifact, by its manifest digest.
 	Digest string
+	// LayerMediaType chooses the layer of an artifact holding its tree, when its manifest
+	// has several or one of a type not read by default.
+	LayerMediaType string
 	// Credentials for the repository.
 	Credentials Credentials
 	// Keyring holds ASCII-armored OpenPGP public keys; non-nil means the chart's
 	// provenance must verify against them.
 	Keyring []byte
+	// CosignKeys holds PEM public keys (ECDSA, Ed25519 or RSA; blocks may follow each
+	// other); non-nil means the OCI chart or artifact must be signed with cosign by one of
+	// them (see Client.VerifySigner).
+	CosignKeys []byte
 }
 
-// Key identifies what polling the source finds: repository, chart, version range, digest
-// and credentials. Sources with the same key share a poller.
+// Key identifies what polling the source finds: kind, repository, chart, version range,
+// tag, digest, layer, credentials and trusted keys. Sources with the same key share a
+// poller.
 func (s Source) Key() string {
 	h := sha256.New()
-	for _, v := range []string{s.Repository, s.Name, s.Version, s.Digest, s.Credentials.digest()} {
+	for _, v := range []string{string(s.Kind), s.Repository, s.Name, s.Version, s.Tag, s.Digest, s.LayerMediaType,
+		s.Credentials.digest(), string(s.Keyring), string(s.CosignKeys)} {
 		_, _ = fmt.Fprintf(h, "%d:%s;", len(v), v)
 	}
 	return hex.EncodeToString(h.Sum(nil))
@@ -79,15 +110,27 @@ func (s Source) Key() string {
 // IsOCI reports whether the source is an OCI registry.
 func (s Source) IsOCI() bool { return strings.HasPrefix(s.Repository, "oci://") }
 
+// IsArtifact reports whether the source is a configuration artifact.
+func (s Source) IsArtifact() bool { return s.Kind == KindArtifact }
+
 // chartName is the name the chart's archive uses for its top directory: the last element
 // of Name.
 func (s Source) chartName() string {
 	return s.Name[strings.LastIndex(s.Name, "/")+1:]
 }
 
-// Resolved is a version of a chart, found by Resolve.
+// op names an operation on the source for errors, the repository following: "resolve
+// chart podinfo of", "resolve the artifact".
+func (s Source) op(verb, preposition string) string {
+	if s.IsArtifact() {
+		return verb + " the artifact"
+	}
+	return verb + " chart " + s.Name + " " + preposition
+}
+
+// Resolved is a version of a chart, or of an artifact, found by Resolve.
 type Resolved struct {
-	// Version of the chart.
+	// Version of the chart; the tag of an artifact, or "digest" for one pinned by digest.
 	Version string
 	// Digest is "sha256:<hex>": the archive's sha256 for an HTTP repository, the manifest
 	// digest for OCI.
