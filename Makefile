@@ -139,9 +139,9 @@ chromium: ## Install Debian's chromium for the web UI's browser tests, unless a 
 
 .PHONY: ui-screenshots
 ui-screenshots: chromium ## Refresh the web UI's screenshots in docs/ui/ from its browser tests (README shows them).
-	go test -count=1 -run '^(TestPagesInTheBrowser|TestSetInTheBrowser|TestObjectInTheBrowser|TestPreviewsInTheBrowser|TestWorkloadLogsAndClustersInTheBrowser|TestCompareTwoRevisions|TestChartValuesAsRendered)$$' ./internal/ui/
+	go test -count=1 -run '^(TestPagesInTheBrowser|TestSetInTheBrowser|TestObjectInTheBrowser|TestPreviewsInTheBrowser|TestWorkloadLogsAndClustersInTheBrowser|TestCompareTwoRevisions|TestChartValuesAsRendered|TestResourceGraph)$$' ./internal/ui/
 	mkdir -p docs/ui
-	for page in overview-sets target set object previews pods owned clusters compare values; do cp bin/ui-shots/memory-$$page.png docs/ui/$$page.png; done
+	for page in overview-sets target set object previews pods owned clusters compare values graph; do cp bin/ui-shots/memory-$$page.png docs/ui/$$page.png; done
 
 .PHONY: e2e
 e2e: controlplane chromium ## Run the end-to-end suite: the real binary against a local cluster and git servers.

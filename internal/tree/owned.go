@@ -104,17 +104,12 @@ func loadOwned(ctx context.Context, c client.Reader, parent *unstructured.Unstru
 			}
 			continue
 		}
-		for i := range children {
+		for _, child := range children {
 			if *budget <= 0 {
 				return out
 			}
 			*budget--
-			child := &children[i]
-			o := Owned{APIVersion: child.GetAPIVersion(), Kind: child.GetKind(), Name: child.GetName()}
-			var herr error
-			if o.Status, o.Message, herr = health.StatusOf(child, nil); herr != nil {
-				o.Status, o.Message = health.Unknown, herr.Error()
-			}
+			o := ownedNode(child)
 			if depth < maxOwnedDepth {
 				o.Owned = loadOwned(ctx, c, child, may, depth+1, budget, notes)
 			}
@@ -127,7 +122,7 @@ func loadOwned(ctx context.Context, c client.Reader, parent *unstructured.Unstru
 // listOwned lists the objects of gvk in parent's namespace whose controller is parent:
 // by parent's selector when it has one (a ReplicaSet's Pods), by the service-name label
 // for a Service's EndpointSlices, newest first.
-func listOwned(ctx context.Context, c client.Reader, parent *unstructured.Unstructured, gvk schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
+func listOwned(ctx context.Context, c client.Reader, parent *unstructured.Unstructured, gvk schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	opts := []client.ListOption{client.InNamespace(parent.GetNamespace()), client.Limit(ownedListLimit)}
@@ -139,20 +134,35 @@ func listOwned(ctx context.Context, c client.Reader, parent *unstructured.Unstru
 	if err := c.List(ctx, list, opts...); err != nil {
 		return nil, err
 	}
-	var out []unstructured.Unstructured
-	for _, o := range list.Items {
-		if gvk.Kind == "EndpointSlice" || ownedBy(&o, parent) {
+	var out []*unstructured.Unstructured
+	for i := range list.Items {
+		if o := &list.Items[i]; gvk.Kind == "EndpointSlice" || ownedBy(o, parent) {
 			out = append(out, o)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i].GetCreationTimestamp(), out[j].GetCreationTimestamp()
+	newestFirst(out)
+	return out, nil
+}
+
+// newestFirst sorts objects by creation, newest first, then by name.
+func newestFirst(objs []*unstructured.Unstructured) {
+	sort.SliceStable(objs, func(i, j int) bool {
+		a, b := objs[i].GetCreationTimestamp(), objs[j].GetCreationTimestamp()
 		if !a.Equal(&b) {
 			return b.Before(&a)
 		}
-		return out[i].GetName() < out[j].GetName()
+		return objs[i].GetName() < objs[j].GetName()
 	})
-	return out, nil
+}
+
+// ownedNode is an owned object and its health, without what it owns.
+func ownedNode(o *unstructured.Unstructured) Owned {
+	n := Owned{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName()}
+	var err error
+	if n.Status, n.Message, err = health.StatusOf(o, nil); err != nil {
+		n.Status, n.Message = health.Unknown, err.Error()
+	}
+	return n
 }
 
 // ownedBy says whether parent is o's controller.

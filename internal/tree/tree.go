@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convergev1 "github.com/converge-gitops/converge/api/v1alpha1"
@@ -27,7 +28,9 @@ type Node struct {
 	Kind       string
 	Namespace  string
 	Name       string
-	Status     health.Status
+	// UID is the live object's, when it was read.
+	UID    types.UID
+	Status health.Status
 	// Message says why, from kstatus or the SyncTarget's CEL rules; never object data.
 	Message string
 }
@@ -119,6 +122,7 @@ func read(ctx context.Context, c client.Reader, id *unstructured.Unstructured, e
 			live.SetName(meta.Name)
 			live.SetNamespace(meta.Namespace)
 			live.SetDeletionTimestamp(meta.DeletionTimestamp)
+			live.SetUID(meta.UID)
 		}
 	} else {
 		live.SetGroupVersionKind(id.GroupVersionKind())
@@ -132,6 +136,7 @@ func read(ctx context.Context, c client.Reader, id *unstructured.Unstructured, e
 	case err != nil:
 		n.Status, n.Message = health.Unknown, fmt.Sprintf("cannot read it: %v", err)
 	default:
+		n.UID = live.GetUID()
 		if n.Status, n.Message, err = health.StatusOf(live, exprs); err != nil {
 			n.Status, n.Message = health.Unknown, err.Error()
 		}

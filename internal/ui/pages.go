@@ -28,30 +28,37 @@ type pages struct {
 }
 
 var funcs = template.FuncMap{
-	"lower": strings.ToLower,
-	"healthClass": func(s health.Status) string {
-		switch s {
-		case health.Current:
-			return "ok"
-		case health.Failed, health.NotFound:
-			return "bad"
-		case health.InProgress, health.Terminating:
-			return "busy"
-		}
-		return "unknown"
-	},
-	"nsLabel": func(ns string) string {
-		if ns == "" {
-			return "(cluster-scoped)"
-		}
-		return ns
-	},
-	"itoa": strconv.Itoa,
+	"lower":       strings.ToLower,
+	"healthClass": healthClass,
+	"nsLabel":     nsLabel,
+	"short":       shorten,
+	"itoa":        strconv.Itoa,
 	// owns says whether objects of the kind own objects the page can show (tree.HasOwned).
 	"owns": func(apiVersion, kind string) bool {
 		gv, _ := schema.ParseGroupVersion(apiVersion)
 		return tree.HasOwned(gv.WithKind(kind))
 	},
+}
+
+// healthClass is the class of a badge of status s.
+func healthClass(s health.Status) string {
+	switch s {
+	case health.Current:
+		return "ok"
+	case health.Failed, health.NotFound:
+		return "bad"
+	case health.InProgress, health.Terminating:
+		return "busy"
+	}
+	return "unknown"
+}
+
+// nsLabel names a namespace, or says an object has none.
+func nsLabel(ns string) string {
+	if ns == "" {
+		return "(cluster-scoped)"
+	}
+	return ns
 }
 
 func mustParsePages() *pages {

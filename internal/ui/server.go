@@ -132,6 +132,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /targets/{ns}/{name}/compare", s.serveCompare)
 	s.mux.HandleFunc("GET /targets/{ns}/{name}/versions", s.serveVersions)
 	s.mux.HandleFunc("GET /targets/{ns}/{name}/values", s.serveValues)
+	s.mux.HandleFunc("GET /targets/{ns}/{name}/graph", s.serveGraph)
 	s.mux.HandleFunc("POST /targets/{ns}/{name}/{action}", s.serveAction)
 	s.mux.HandleFunc("GET /sets/{ns}/{name}", s.serveSet)
 	s.mux.HandleFunc("GET /clusters", s.serveClusters)

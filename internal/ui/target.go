@@ -131,27 +131,39 @@ func (s *Server) targetLive(ctx context.Context, st *convergev1.SyncTarget) (*ta
 // has them read there with its kubeconfig, as `converge tree` does — but not by the
 // in-cluster UI, which would read them with credentials its user may not hold.
 func (s *Server) tree(ctx context.Context, st *convergev1.SyncTarget) (*tree.Tree, string) {
+	t, _, release, why := s.treeAndClient(ctx, st)
+	if release != nil {
+		release()
+	}
+	return t, why
+}
+
+// treeAndClient is tree, and the client of the cluster the objects were read in, for
+// further reads until release is called (nil when there is no client). A tree that
+// could not be read is nil, with why.
+func (s *Server) treeAndClient(ctx context.Context, st *convergev1.SyncTarget) (*tree.Tree, client.Client, func(), string) {
 	var opts tree.Options
 	if s.opts.InCluster != nil {
 		if st.Spec.KubeConfig != nil {
-			return nil, "the objects of a remote cluster are not shown here: run converge tree " + st.Name + " -n " + st.Namespace + " (or converge ui) with your own credentials"
+			return nil, nil, nil, "the objects of a remote cluster are not shown here: run converge tree " + st.Name + " -n " + st.Namespace + " (or converge ui) with your own credentials"
 		}
 		opts.MayRead = s.mayRead
 	}
 	on, release, err := synccluster.ForCaller(ctx, s.client, s.opts.Config, st, true)
 	if err != nil {
-		return nil, s.explain(err)
+		return nil, nil, nil, s.explain(err)
 	}
-	defer release()
 	c, err := on.Client("")
 	if err != nil {
-		return nil, s.explain(err)
+		release()
+		return nil, nil, nil, s.explain(err)
 	}
 	t, err := tree.LoadWith(ctx, c, st, opts)
 	if err != nil {
-		return t, err.Error()
+		release()
+		return nil, nil, nil, err.Error()
 	}
-	return t, ""
+	return t, c, release, ""
 }
 
 // historyOf is the timeline, newest first; every commit (or chart revision) but the
