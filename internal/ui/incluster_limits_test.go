@@ -111,6 +111,9 @@ func TestInClusterRoutesAnswerAlikeWhetherTheTargetExists(t *testing.T) {
 		{method: "GET", path: "/targets/%s/diff"},
 		{method: "GET", path: "/targets/%s/compare?from=main@sha1:" + sha(1) + "&to=main@sha1:" + sha(2)},
 		{method: "GET", path: "/targets/%s/versions"},
+		{method: "GET", path: "/targets/%s/values"},
+		{method: "GET", path: "/targets/%s/graph"},
+		{method: "GET", path: "/targets/%s/graph?fragment=1"},
 		{method: "GET", path: "/targets/%s/objects/mine_cfg__ConfigMap/logs?pod=p&container=c"},
 		{method: "GET", path: "/targets/%s/objects/mine_cfg__ConfigMap/owned"},
 		{method: "GET", path: "/targets/%s/objects/mine_cfg__ConfigMap/diff"},
@@ -292,7 +295,7 @@ func TestInClusterStreamsAreCapped(t *testing.T) {
 
 // TestInClusterRefusesWhatNeedsTheDaemonsCredentials: in the cluster, a user who may read a
 // SyncTarget is told, not shown, the comparison of two revisions, an object's diff against
-// Git and a chart's versions: they would read source or repository credentials with the
+// Git, a chart's versions and its values: they would read source or repository credentials with the
 // daemon's rights.
 func TestInClusterRefusesWhatNeedsTheDaemonsCredentials(t *testing.T) {
 	g := NewWithT(t)
@@ -308,4 +311,5 @@ func TestInClusterRefusesWhatNeedsTheDaemonsCredentials(t *testing.T) {
 		url.QueryEscape(st.Status.History[1].Revision))).To(ContainSubstring("revisions are not compared here"))
 	g.Expect(ask("/targets/mine/web/objects/mine_cfg__ConfigMap/diff")).To(ContainSubstring("the diff against Git is not shown here"))
 	g.Expect(ask("/targets/mine/web/versions")).To(ContainSubstring("the repository is not read here"))
+	g.Expect(ask("/targets/mine/web/values")).To(ContainSubstring("the values are not read here"))
 }
