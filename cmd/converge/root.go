@@ -41,7 +41,8 @@ func newRootCommand() *cobra.Command {
 		newGetCommand(), newHistoryCommand(), newReconcileCommand(),
 		newRollbackCommand(), newResumeCommand(), newSuspendCommand(),
 		newInstallCommand(), newCreateCommand(), newBootstrapCommand(),
-		newUICommand(), newTreeCommand(), newConvertCommand(), newChartTestCommand())
+		newUICommand(), newTreeCommand(), newConvertCommand(), newChartTestCommand(),
+		newPushCommand(), newTagCommand(), newListCommand())
 	return root
 }
 
