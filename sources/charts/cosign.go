@@ -56,8 +56,8 @@ const (
 // cosignKey is a trusted cosign public key.
 type cosignKey struct {
 	pub crypto.PublicKey
-	// name is what Signer.Key says: "cosign ECDSA P-256 key SHA256:<base64 of the sha256
-	// of the key's DER>".
+	// name is what Signer.Key says: "ECDSA P-256 key SHA256:<base64 of the sha256 of the
+	// key's DER>".
 	name string
 }
 
@@ -124,7 +124,7 @@ func parseCosignKey(der []byte) (cosignKey, error) {
 		return cosignKey{}, fmt.Errorf("a %T: ECDSA, Ed25519 and RSA keys only", pub)
 	}
 	fp := sha256.Sum256(der)
-	return cosignKey{pub: pub, name: "cosign " + alg + " key SHA256:" + base64.RawStdEncoding.EncodeToString(fp[:])}, nil
+	return cosignKey{pub: pub, name: alg + " key SHA256:" + base64.RawStdEncoding.EncodeToString(fp[:])}, nil
 }
 
 // verifies reports whether sig is the key's signature of payload, as cosign makes and
@@ -230,7 +230,7 @@ func (v *cosignCheck) failure(object string) error {
 	case v.wrong != "":
 		e.Key, e.Reason = v.wrongKey, "has a cosign signature by "+v.wrongKey+" that "+v.wrong
 	case v.untrusted > 0:
-		e.Reason = fmt.Sprintf("is signed with cosign, but by none of the trusted keys (%d signatures checked)", v.untrusted)
+		e.Reason = fmt.Sprintf("is signed with cosign, but by none of the trusted keys (%s checked)", signatures(v.untrusted))
 	case v.unreadable != "":
 		e.Reason = "has no cosign signature that could be read: " + v.unreadable
 	default:
@@ -241,6 +241,14 @@ func (v *cosignCheck) failure(object string) error {
 		e.Reason += fmt.Sprintf(" (only the first %d signatures were checked)", maxCosignSignatures)
 	}
 	return e
+}
+
+// signatures is "1 signature", "2 signatures"...
+func signatures(n int) string {
+	if n == 1 {
+		return "1 signature"
+	}
+	return fmt.Sprintf("%d signatures", n)
 }
 
 // sigTag is the tag of the classic cosign signatures of digest.

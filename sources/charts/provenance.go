@@ -20,11 +20,13 @@ import (
 	"github.com/converge-gitops/converge/sources"
 )
 
-// Signer is who signed a chart's provenance.
+// Signer is who signed a chart's provenance, or an OCI chart or artifact with cosign.
 type Signer struct {
-	// Key is the OpenPGP fingerprint, "OpenPGP key 0A1B…".
+	// Key is the OpenPGP fingerprint, "OpenPGP key 0A1B…", or the trusted cosign key,
+	// "ECDSA P-256 key SHA256:<base64 of the sha256 of its DER>".
 	Key string
-	// Identity is the key's primary user ID; empty when it has none.
+	// Identity is the OpenPGP key's primary user ID; empty when it has none (a cosign key
+	// has none).
 	Identity string
 }
 
