@@ -11,6 +11,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/converge-gitops/converge/sources"
@@ -107,6 +108,14 @@ func dockerCredentials(registry string) (charts.Credentials, error) {
 		return charts.Credentials{}, err
 	}
 	return charts.Credentials{DockerConfigJSON: data}, nil
+}
+
+// registryVerb is a verb of the commands on an OCI registry (push, tag, list) with its
+// subcommand.
+func registryVerb(use, short string, sub *cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}
+	cmd.AddCommand(sub)
+	return cmd
 }
 
 // newArtifactClient is the registry client of the CLI: it runs on the user's machine,

@@ -15,13 +15,7 @@ type listArtifactsOptions struct {
 }
 
 func newListCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List configuration in an OCI registry",
-		Args:  cobra.NoArgs,
-	}
-	cmd.AddCommand(newListArtifactsCommand())
-	return cmd
+	return registryVerb("list", "List configuration in an OCI registry", newListArtifactsCommand())
 }
 
 func newListArtifactsCommand() *cobra.Command {

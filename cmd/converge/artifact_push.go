@@ -33,13 +33,7 @@ type pushedArtifact struct {
 }
 
 func newPushCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "push",
-		Short: "Push configuration to an OCI registry",
-		Args:  cobra.NoArgs,
-	}
-	cmd.AddCommand(newPushArtifactCommand())
-	return cmd
+	return registryVerb("push", "Push configuration to an OCI registry", newPushArtifactCommand())
 }
 
 func newPushArtifactCommand() *cobra.Command {

@@ -24,13 +24,7 @@ type taggedArtifact struct {
 }
 
 func newTagCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "tag",
-		Short: "Tag configuration in an OCI registry",
-		Args:  cobra.NoArgs,
-	}
-	cmd.AddCommand(newTagArtifactCommand())
-	return cmd
+	return registryVerb("tag", "Tag configuration in an OCI registry", newTagArtifactCommand())
 }
 
 func newTagArtifactCommand() *cobra.Command {
