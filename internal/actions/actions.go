@@ -74,20 +74,25 @@ func Rollback(ctx context.Context, c client.Client, key client.ObjectKey, to, re
 	return commit, nil
 }
 
-// pinTo pins st to what to names: a chart revision for a chart SyncTarget, a commit
-// otherwise; it returns what it pinned.
+// pinTo pins st to what to names: a chart revision for a chart SyncTarget, an artifact's
+// digest for an OCI one, a commit otherwise; it returns what it pinned.
 func pinTo(st *convergev1.SyncTarget, to string) (string, error) {
 	var pinned string
-	if st.IsChart() {
+	switch {
+	case st.IsOCI() || st.IsChart():
 		r, err := ResolveChartRevision(st, to)
 		if err != nil {
 			return "", err
 		}
-		if err := PinChart(st, r); err != nil {
+		pin := PinChart
+		if st.IsOCI() {
+			pin = PinOCI
+		}
+		if err := pin(st, r); err != nil {
 			return "", err
 		}
 		pinned = r.String()
-	} else {
+	default:
 		commit, err := ResolveCommit(st, to)
 		if err != nil {
 			return "", err

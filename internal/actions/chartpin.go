@@ -131,12 +131,15 @@ func DescribeChart(ch *convergev1.ChartSource) string {
 	return "the newest version"
 }
 
-// Pinned says what a Rollback of st pinned it to ("commit" or "chart") and what a resume
+// Pinned says what a Rollback of st pinned it to ("commit", "chart" or "artifact") and what a resume
 // restores, in words.
 func Pinned(st *convergev1.SyncTarget) (what, restores string) {
 	what, restores = "commit", DescribeRef(RecordedRef(st))
-	if st.IsChart() {
+	switch {
+	case st.IsChart():
 		what, restores = "chart", DescribeChart(RecordedChart(st))
+	case st.IsOCI():
+		what, restores = "artifact", DescribeOCIRef(RecordedOCIRef(st))
 	}
 	if _, ok := st.Annotations[PinnedValuesAnnotation]; ok {
 		restores += " and the chart values from before"

@@ -117,7 +117,7 @@ func Pin(st *convergev1.SyncTarget, commit string) error {
 }
 
 // Unpin restores the ref recorded in PinnedFromAnnotation (a chart's version recorded in
-// PinnedChartAnnotation), removes the annotation and clears spec.suspend; it returns what
+// PinnedChartAnnotation, an artifact's ref in PinnedOCIAnnotation), removes the annotation and clears spec.suspend; it returns what
 // it did, in words.
 func Unpin(st *convergev1.SyncTarget) ([]string, error) {
 	var did []string
@@ -127,6 +127,13 @@ func Unpin(st *convergev1.SyncTarget) ([]string, error) {
 	}
 	if chart != "" {
 		did = append(did, chart)
+	}
+	artifact, err := unpinOCI(st)
+	if err != nil {
+		return nil, err
+	}
+	if artifact != "" {
+		did = append(did, artifact)
 	}
 	values, err := unpinValues(st)
 	if err != nil {

@@ -50,7 +50,7 @@ func (c *Checkout) Close() error {
 // converge records it ("main@sha1:…"), a fully qualified ref ("refs/pull/7/head"), or a
 // branch or tag name (branch first).
 func Fetch(ctx context.Context, r client.Reader, st *convergev1.SyncTarget, revision string) (*Checkout, error) {
-	if st.IsChart() {
+	if st.IsChart() || st.IsOCI() {
 		return fetchChart(ctx, r, st, revision)
 	}
 	in := target.For(st, r, nil)
@@ -144,12 +144,20 @@ func isFullSHA(s string) bool {
 	return true
 }
 
-// fetchChart fetches the chart of st's spec.chart as the daemon does — its credentials read
-// by r, its provenance verified when spec.chart.verify asks — at revision
-// ("<version>@sha256:…", whose digest must match) or, when empty, at the newest version
-// spec.chart.version matches.
+// fetchChart fetches the chart of st's spec.chart, or the artifact of its spec.oci, as the
+// daemon does — its credentials read by r, its provenance or cosign signatures verified
+// when spec.chart.verify or spec.oci.verify asks — at revision ("<version>@sha256:…",
+// whose digest must match; an artifact is fetched by that digest, wherever its tag moved
+// since) or, when empty, at what its spec follows now.
 func fetchChart(ctx context.Context, r client.Reader, st *convergev1.SyncTarget, revision string) (*Checkout, error) {
-	src, err := target.For(st, r, nil).Chart(ctx)
+	in := target.For(st, r, nil)
+	var src charts.Source
+	var err error
+	if st.IsOCI() {
+		src, err = in.Artifact(ctx)
+	} else {
+		src, err = in.Chart(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +166,11 @@ func fetchChart(ctx context.Context, r client.Reader, st *convergev1.SyncTarget,
 		if want, err = charts.ParseRevision(revision); err != nil {
 			return nil, err
 		}
-		src.Version = want.Version
+		if src.IsArtifact() {
+			src.Tag, src.Version, src.Digest = "", "", want.Digest
+		} else {
+			src.Version = want.Version
+		}
 	}
 	dir, err := os.MkdirTemp("", "converge-diff-")
 	if err != nil {
@@ -172,11 +184,14 @@ func fetchChart(ctx context.Context, r client.Reader, st *convergev1.SyncTarget,
 	if err == nil && revision != "" && res.Digest != want.Digest {
 		err = fmt.Errorf("chart %s %s is %s now, not %s", src.Name, want.Version, res.Digest, want.Digest)
 	}
-	if err == nil && src.Keyring != nil {
+	if err == nil && (src.Keyring != nil || src.CosignKeys != nil) {
 		err = cl.Verify(ctx, src, res)
 	}
 	if err == nil {
 		co.Revision = res.String()
+		if src.IsArtifact() && revision != "" {
+			co.Revision = revision // the tag it was recorded under
+		}
 		co.Dir, err = cl.Fetch(ctx, src, res)
 	}
 	if err != nil {

@@ -92,6 +92,12 @@ func (s *Server) target(ctx context.Context, key client.ObjectKey) (*targetPage,
 	p := &targetPage{Namespace: st.Namespace, Name: st.Name, URL: sources.RedactURL(st.Spec.Source.URL),
 		Ref: actions.DescribeRef(st.Spec.Source.Ref), Path: st.Spec.Path, Suspended: st.Spec.Suspend, Live: live,
 		Chart: chartOf(st), Cluster: clusterOf(st), Set: st.Labels[convergev1.SetLabel]}
+	if o := st.Spec.OCI; o != nil {
+		p.URL, p.Ref = sources.RedactURL(o.URL), actions.DescribeOCIRef(o.Ref)
+		if _, ok := st.Annotations[actions.PinnedOCIAnnotation]; ok {
+			p.Pinned = actions.DescribeOCIRef(actions.RecordedOCIRef(st))
+		}
+	}
 	if st.Spec.Helm != nil && p.Chart == nil {
 		p.Helm = helmInGit(st)
 	}
@@ -170,7 +176,7 @@ func (s *Server) treeAndClient(ctx context.Context, st *convergev1.SyncTarget) (
 // applied one can be rolled back to, from its newest entry.
 func historyOf(st *convergev1.SyncTarget, now time.Time) []historyEntry {
 	commitOf := commitOf
-	if st.IsChart() {
+	if st.IsChart() || st.IsOCI() {
 		commitOf = chartRevisionOf
 	}
 	seen := map[string]bool{commitOf(st.Status.LastAppliedRevision): true}

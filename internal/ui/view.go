@@ -65,8 +65,9 @@ func revisionOf(st *convergev1.SyncTarget, rev string) revisionView {
 	if err != nil {
 		return revisionView{Full: rev, Short: rev}
 	}
-	if st.IsChart() {
-		// "<version>@sha256:<hex>": the chart version and its digest, shortened.
+	if st.IsChart() || st.IsOCI() {
+		// "<version or tag>@sha256:<hex>": the chart version (or the artifact's tag) and its
+		// digest, shortened.
 		return revisionView{Full: rev, Short: r.Ref + " · sha256:" + r.Commit[:min(len(r.Commit), 7)]}
 	}
 	short := r.Commit
@@ -196,6 +197,9 @@ func sourceSummary(st *convergev1.SyncTarget) string {
 			version = c.Digest
 		}
 		return "chart " + c.Name + " " + version + " · " + c.Repository
+	}
+	if o := st.Spec.OCI; o != nil {
+		return "artifact " + sources.RedactURL(o.URL)
 	}
 	if st.Spec.Helm != nil {
 		return helmInGit(st)

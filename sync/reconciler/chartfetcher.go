@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,10 +14,11 @@ import (
 	"github.com/converge-gitops/converge/sync/target"
 )
 
-// ChartFetcher is the Fetcher of SyncTargets that follow a chart (spec.chart). Every
-// SyncTarget subscribes to the poller of its chart (repository, name, version range and
-// credentials), shared by all SyncTargets following the same chart, at its interval or
-// schedule; it learns its revision, "<version>@sha256:<hex>", from the poller's last
+// ChartFetcher is the Fetcher of SyncTargets that follow a chart (spec.chart) or a
+// configuration artifact of an OCI registry (spec.oci). Every SyncTarget subscribes to
+// the poller of its chart or artifact (repository, name, version range, tag or digest,
+// and credentials), shared by all SyncTargets following the same one, at its interval or
+// schedule; it learns its revision, "<version or tag>@sha256:<hex>", from the poller's last
 // result — a reconcile costs no request once the chart was polled — and a poll that finds
 // a new version (or a new error) wakes it through Wake. Credentials and trusted keys come
 // from Secrets of the SyncTarget's own namespace, never another.
@@ -90,8 +92,12 @@ func (f *ChartFetcher) latest(ctx context.Context, st *convergev1.SyncTarget) (c
 	return ev, ev.Err
 }
 
-// source builds the charts.Source of a SyncTarget, with its credentials and keys.
+// source builds the charts.Source of a SyncTarget, chart or artifact, with its
+// credentials and keys.
 func (f *ChartFetcher) source(ctx context.Context, st *convergev1.SyncTarget) (charts.Source, error) {
+	if st.IsOCI() {
+		return target.For(st, f.Reader, nil).Artifact(ctx)
+	}
 	return target.For(st, f.Reader, nil).Chart(ctx)
 }
 
@@ -132,7 +138,7 @@ func (f *ChartFetcher) Forget(key client.ObjectKey) {
 }
 
 // Checkout implements Fetcher: the directory of the chart of revision (the one holding
-// Chart.yaml); a chart in the cache costs no request.
+// Chart.yaml), or the tree of the artifact; one in the cache costs no request.
 func (f *ChartFetcher) Checkout(ctx context.Context, st *convergev1.SyncTarget, revision string) (string, error) {
 	src, r, err := f.revision(ctx, st, revision)
 	if err != nil {
@@ -159,22 +165,26 @@ func (f *ChartFetcher) revision(ctx context.Context, st *convergev1.SyncTarget, 
 }
 
 // Verify implements Fetcher: with spec.chart.verify, the chart's provenance must be
-// signed by one of its keys and name the archive, or the revision is refused (a
-// *sources.VerificationError); without, there is nothing to verify.
+// signed by one of its keys and name the archive; with spec.oci.verify, the artifact must
+// be signed with cosign by one of its keys; or the revision is refused (a
+// *sources.VerificationError). Without, there is nothing to verify.
 func (f *ChartFetcher) Verify(ctx context.Context, st *convergev1.SyncTarget, revision string) (sources.Verification, error) {
 	src, r, err := f.revision(ctx, st, revision)
 	if err != nil {
 		return sources.Verification{}, err
 	}
-	if src.Keyring == nil {
+	if src.Keyring == nil && src.CosignKeys == nil {
 		return sources.Verification{}, nil
 	}
 	s, err := f.Client.VerifySigner(ctx, src, r)
 	if err != nil {
 		return sources.Verification{}, err
 	}
-	return sources.Verification{Signers: []sources.Signer{{
-		Object: "chart " + src.Name + " " + r.Version, Key: s.Key, Identity: s.Identity}}}, nil
+	object := "chart " + src.Name + " " + r.Version
+	if src.IsArtifact() {
+		object = "artifact " + strings.TrimPrefix(src.Repository, "oci://") + "@" + r.Digest
+	}
+	return sources.Verification{Signers: []sources.Signer{{Object: object, Key: s.Key, Identity: s.Identity}}}, nil
 }
 
 // CommitTime implements Fetcher: a chart has no commit time.

@@ -12,19 +12,19 @@ import (
 	"github.com/converge-gitops/converge/sources"
 )
 
-// errNoChartFetcher: a SyncTarget follows a chart repository, and no fetcher of charts
-// is configured.
-var errNoChartFetcher = errors.New("this converge fetches no charts from chart repositories")
+// errNoChartFetcher: a SyncTarget follows a chart repository or an OCI registry, and no
+// fetcher of charts and artifacts is configured.
+var errNoChartFetcher = errors.New("this converge fetches no charts or artifacts from chart repositories or registries")
 
-// SourceFetchers is the daemon's Fetcher: a SyncTarget with spec.chart is served by Chart,
-// every other by Git. Both wake SyncTargets through the same channel (Git's Wakeups).
+// SourceFetchers is the daemon's Fetcher: a SyncTarget with spec.chart or spec.oci is
+// served by Chart (the registry client follows both), every other by Git. Both wake SyncTargets through the same channel (Git's Wakeups).
 type SourceFetchers struct {
 	Git   Fetcher
 	Chart Fetcher
 }
 
 func (f SourceFetchers) pick(st *convergev1.SyncTarget) (Fetcher, error) {
-	if !st.IsChart() {
+	if !st.IsChart() && !st.IsOCI() {
 		return f.Git, nil
 	}
 	if f.Chart == nil {

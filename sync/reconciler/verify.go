@@ -19,10 +19,11 @@ type verification struct {
 }
 
 // verify checks, before revision is rendered, that it is signed by a trusted key when
-// spec.source.verify asks for it. ok is false when it is not (or could not be checked): the
+// spec.source.verify, spec.chart.verify or spec.oci.verify asks for it. ok is false when it is not (or could not be checked): the
 // outcome then says why, and nothing is rendered or applied.
 func (ru *run) verify(ctx context.Context, revision string) (o outcome, ok bool) {
-	if ru.st.Spec.Source.Verify == nil && (ru.st.Spec.Chart == nil || ru.st.Spec.Chart.Verify == nil) {
+	if ru.st.Spec.Source.Verify == nil && (ru.st.Spec.Chart == nil || ru.st.Spec.Chart.Verify == nil) &&
+		(ru.st.Spec.OCI == nil || ru.st.Spec.OCI.Verify == nil) {
 		ru.verified = &verification{}
 		return outcome{}, true
 	}
