@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,4 +133,68 @@ func TestOCIArtifactRollsBackToTheLastHealthyDigest(t *testing.T) {
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: f.app, Name: "web"}, dep)).To(Succeed())
 	g.Expect(dep.Spec.Template.Spec.NodeSelector).To(BeEmpty(), "the healthy digest's Deployment is back")
 	g.Expect(get(g, st).Status.History[0]).To(And(HaveField("Revision", bad), HaveField("Result", convergev1.SyncRolledBack)))
+}
+
+// TestOCIArtifactSignedOnly: a SyncTarget asking for cosign signatures deploys an
+// artifact signed by its trusted key, refuses one pushed unsigned and one signed by
+// another key — nothing of either applied, the signed digest still in place — and
+// deploys the next signed one.
+func TestOCIArtifactSignedOnly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	g := NewWithT(t)
+	reg := charttest.NewOCIRegistry()
+	t.Cleanup(reg.Close)
+	repo := reg.Repository() + "/signed"
+	trusted, err := charttest.NewCosignKey()
+	g.Expect(err).NotTo(HaveOccurred())
+	stranger, err := charttest.NewCosignKey()
+	g.Expect(err).NotTo(HaveOccurred())
+	pub, err := trusted.PublicPEM()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cosign"},
+		Data: map[string][]byte{"cosign.pub": pub}})).To(Succeed())
+	digestOf := func(rev string) string { return rev[strings.LastIndex(rev, "@")+1:] }
+
+	signed := pushArtifact(t, repo, "latest", map[string]string{"settings.yaml": configMap("settings", "signed-1")})
+	g.Expect(trusted.Sign(repo, digestOf(signed))).To(Succeed())
+	st := f.ociTarget("oci-signed", repo, convergev1.OCIRef{Tag: "latest"}, "", func(st *convergev1.SyncTarget) {
+		st.Spec.OCI.Verify = &convergev1.OCIVerify{SecretRef: convergev1.LocalObjectReference{Name: "cosign"}}
+	})
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(ready(st).Status).To(BeEquivalentTo("True"), ready(st).Message)
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(signed))
+		g.Expect(sourceVerified(st).Status).To(Equal(metav1.ConditionTrue), sourceVerified(st).Message)
+		g.Expect(sourceVerified(st).Message).To(ContainSubstring("ECDSA P-256 key SHA256:"))
+	})
+
+	for _, tc := range []struct {
+		name, value string
+		sign        *charttest.CosignKey
+		want        string
+	}{
+		{name: "unsigned", value: "unsigned", want: "not signed"},
+		{name: "signed by another key", value: "stranger", sign: stranger, want: "none of the trusted keys"},
+	} {
+		rev := pushArtifact(t, repo, "latest", map[string]string{"settings.yaml": configMap("settings", tc.value)})
+		if tc.sign != nil {
+			g.Expect(tc.sign.Sign(repo, digestOf(rev))).To(Succeed())
+		}
+		eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+			g.Expect(sourceVerified(st).Status).To(Equal(metav1.ConditionFalse), tc.name)
+			g.Expect(sourceVerified(st).Reason).To(Equal(convergev1.VerificationFailedReason))
+			g.Expect(sourceVerified(st).Message).To(And(ContainSubstring(tc.want), ContainSubstring(digestOf(rev))))
+			g.Expect(ready(st).Reason).To(Equal(convergev1.VerificationFailedReason))
+			g.Expect(st.Status.LastAppliedRevision).To(Equal(signed), tc.name)
+		})
+		g.Expect(f.liveData(g, &corev1.ConfigMap{}, "settings")).To(HaveKeyWithValue("value", "signed-1"), tc.name)
+	}
+
+	next := pushArtifact(t, repo, "latest", map[string]string{"settings.yaml": configMap("settings", "signed-2")})
+	g.Expect(trusted.Sign(repo, digestOf(next))).To(Succeed())
+	eventually(t, st, func(g Gomega, st *convergev1.SyncTarget) {
+		g.Expect(st.Status.LastHealthyRevision).To(Equal(next), ready(st).Message)
+		g.Expect(sourceVerified(st).Status).To(Equal(metav1.ConditionTrue))
+	})
+	g.Expect(f.liveData(g, &corev1.ConfigMap{}, "settings")).To(HaveKeyWithValue("value", "signed-2"))
 }
