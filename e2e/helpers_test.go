@@ -324,9 +324,16 @@ func (r cliResult) String() string {
 // cli runs the converge CLI against the suite's cluster, without a terminal.
 func (s *scenario) cli(timeout time.Duration, args ...string) cliResult {
 	s.t.Helper()
+	return s.command(timeout, append(args, "--kubeconfig", suite.cluster.Kubeconfig)...)
+}
+
+// command runs the converge CLI with args as they are: for the commands that reach no
+// cluster (push, tag and list artifacts), which take no --kubeconfig.
+func (s *scenario) command(timeout time.Duration, args ...string) cliResult {
+	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, suite.binary, append(args, "--kubeconfig", suite.cluster.Kubeconfig)...)
+	cmd := exec.CommandContext(ctx, suite.binary, args...)
 	cmd.Env = append(os.Environ(), "NO_COLOR=1", "TERM=dumb", "KUBECONFIG="+suite.cluster.Kubeconfig)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
