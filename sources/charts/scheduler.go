@@ -154,3 +154,19 @@ func (s *Scheduler) Trigger(id string) error {
 	}
 	return err
 }
+
+// TriggerKey asks for a poll of the source with this key (Source.Key) now, whichever
+// subscribers follow it, e.g. because a registry's push webhook named it; triggers
+// coalesce as Trigger's do. It returns ErrNotSubscribed for a key no subscriber follows,
+// and poll.ErrQueueFull when too many polls wait.
+func (s *Scheduler) TriggerKey(key string) error {
+	polls := s.scheduler()
+	if polls == nil {
+		return ErrNotSubscribed
+	}
+	err := polls.Trigger(key)
+	if errors.Is(err, poll.ErrNotSubscribed) {
+		return ErrNotSubscribed
+	}
+	return err
+}
