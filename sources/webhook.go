@@ -77,6 +77,18 @@ type WebhookOptions struct {
 	RateBurst int
 	// Clock times the rate limit (default: the real clock).
 	Clock clock.PassiveClock
+	// Registry, when set, has the handler take the push notifications of OCI registries at
+	// POST /hooks/oci too (see RegistryPayloadRepositories), for its targets: those following
+	// an OCI repository (NormalizeOCIRepository), whose sources its Trigger polls. Both routes
+	// share the size cap and the rate limit.
+	Registry *WebhookRoute
+}
+
+// WebhookRoute is what a route of the webhook receiver wakes: the targets following the
+// repository a payload names, and the pollers of their sources.
+type WebhookRoute struct {
+	Targets WebhookTargets
+	Trigger Triggerer
 }
 
 // NewWebhookHandler returns the handler of POST /hooks/git. It accepts push payloads of GitHub
@@ -96,6 +108,14 @@ type WebhookOptions struct {
 // 401 with the same body, after one HMAC of the body with a random key: the work a followed
 // repository whose targets share one secret costs, so that neither the answer nor its time
 // tells that it is followed. (Each further distinct secret costs one more HMAC.)
+//
+// With opts.Registry, POST /hooks/oci takes registries' push notifications alike, signed
+// the same ways, or carrying the token as Authorization: Bearer <token> (or the bare token:
+// what Harbor, Distribution and Azure Container Registry send as configured), or in the
+// path, /hooks/oci/<token>, for those that send no header of the user's choosing (Docker
+// Hub, Quay, a Pub/Sub push). A notification of something else than a push (a pull, a
+// deletion) is answered 200 and triggers nothing, whatever it names, so that a registry does
+// not send it again.
 func NewWebhookHandler(targets WebhookTargets, trigger Triggerer, opts WebhookOptions) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxWebhookBytes
@@ -106,7 +126,11 @@ func NewWebhookHandler(targets WebhookTargets, trigger Triggerer, opts WebhookOp
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	h := &webhookHandler{targets: targets, trigger: trigger, opts: opts, newMAC: newSHA256MAC, decoy: make([]byte, 32)}
+	h := &webhookHandler{git: webhookRoute{targets: targets, trigger: trigger, repositories: PayloadRepositories},
+		opts: opts, newMAC: newSHA256MAC, decoy: make([]byte, 32)}
+	if r := opts.Registry; r != nil {
+		h.oci = &webhookRoute{targets: r.Targets, trigger: r.Trigger, repositories: RegistryPayloadRepositories, tokens: true}
+	}
 	_, _ = rand.Read(h.decoy) // never fails
 	if opts.RateLimit > 0 {
 		h.limiter = newAddrLimiter(opts.RateLimit, opts.RateBurst, opts.Clock)
@@ -122,6 +146,8 @@ func newSHA256MAC(key []byte) hash.Hash { return hmac.New(sha256.New, key) }
 func NewWebhookServer(addr string, h http.Handler) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle(WebhookPath, h)
+	mux.Handle(OCIWebhookPath, h)
+	mux.Handle(OCIWebhookPath+"/", h)
 	return &http.Server{
 		Addr:              addr,
 		Handler:           mux,
@@ -134,14 +160,46 @@ func NewWebhookServer(addr string, h http.Handler) *http.Server {
 }
 
 type webhookHandler struct {
-	targets WebhookTargets
-	trigger Triggerer
-	opts    WebhookOptions
+	git  webhookRoute
+	oci  *webhookRoute // nil: registries' notifications are not taken
+	opts WebhookOptions
 	// newMAC makes the HMAC of a secret (tests count the calls).
 	newMAC func(key []byte) hash.Hash
 	// decoy is the random key of the HMAC computed when no target has a secret.
 	decoy   []byte
 	limiter *addrLimiter // nil: no rate limit
+}
+
+// webhookRoute is one path of the receiver: how its payloads name repositories, who follows
+// them and what polls their sources.
+type webhookRoute struct {
+	targets      WebhookTargets
+	trigger      Triggerer
+	repositories func(body []byte) ([]string, error)
+	// tokens: a bearer token in Authorization, or in the path, is accepted too.
+	tokens bool
+}
+
+// signatures reads what a request to the route presents.
+func (rt *webhookRoute) signatures(h http.Header, pathToken string) signatures {
+	sigs := readSignatures(h)
+	if rt.tokens {
+		sigs.addBearerTokens(h, pathToken)
+	}
+	return sigs
+}
+
+// targetsOf lists the targets following any of repos.
+func (rt *webhookRoute) targetsOf(ctx context.Context, repos []string) ([]WebhookTarget, error) {
+	var found []WebhookTarget
+	for _, repo := range repos {
+		targets, err := rt.targets.TargetsForRepo(ctx, repo)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, targets...)
+	}
+	return found, nil
 }
 
 // maxSignatures bounds the signatures of each kind read from one request.
@@ -176,11 +234,29 @@ func readSignatures(h http.Header) signatures {
 		}
 	}
 	for _, v := range h.Values("X-Gitlab-Token") {
-		if v != "" && len(sigs.tokens) < maxSignatures {
-			sigs.tokens = append(sigs.tokens, sha256.Sum256([]byte(v)))
-		}
+		sigs.addToken(v)
 	}
 	return sigs
+}
+
+// addToken adds a plain token presented, by its SHA-256.
+func (s *signatures) addToken(v string) {
+	if v != "" && len(s.tokens) < maxSignatures {
+		s.tokens = append(s.tokens, sha256.Sum256([]byte(v)))
+	}
+}
+
+// addBearerTokens adds the tokens registries present: the Authorization header, "Bearer
+// <token>" or the bare token, and the token of the path.
+func (s *signatures) addBearerTokens(h http.Header, pathToken string) {
+	for _, v := range h.Values("Authorization") {
+		v = strings.TrimSpace(v)
+		if scheme, tok, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			v = strings.TrimSpace(tok)
+		}
+		s.addToken(v)
+	}
+	s.addToken(pathToken)
 }
 
 func (s signatures) empty() bool { return len(s.hmacs) == 0 && len(s.tokens) == 0 }
@@ -238,33 +314,34 @@ func (h *webhookHandler) authenticate(sigs signatures, body []byte, targets []We
 
 func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log := h.opts.Log.WithValues("remote", r.RemoteAddr)
-	if !h.admit(w, r) {
+	route, pathToken, ok := h.admit(w, r)
+	if !ok {
 		return
 	}
 	body, ok := h.readBody(w, r)
 	if !ok {
 		return
 	}
-	sigs := readSignatures(r.Header)
+	sigs := route.signatures(r.Header, pathToken)
 	if sigs.empty() {
 		log.V(1).Info("webhook refused: no signature")
 		http.Error(w, "missing signature", http.StatusUnauthorized)
 		return
 	}
-	repos, err := PayloadRepositories(body)
+	repos, err := route.repositories(body)
+	if errors.Is(err, errNoPush) {
+		_, _ = fmt.Fprintln(w, "no push in the notification")
+		return
+	}
 	if err != nil {
 		http.Error(w, "malformed payload: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	var found []WebhookTarget
-	for _, repo := range repos {
-		targets, err := h.targets.TargetsForRepo(r.Context(), repo)
-		if err != nil {
-			log.Error(err, "webhook: listing targets", "repository", repo)
-			http.Error(w, "cannot list targets", http.StatusInternalServerError)
-			return
-		}
-		found = append(found, targets...)
+	found, err := route.targetsOf(r.Context(), repos)
+	if err != nil {
+		log.Error(err, "webhook: listing targets", "repositories", repos)
+		http.Error(w, "cannot list targets", http.StatusInternalServerError)
+		return
 	}
 	valid := h.authenticate(sigs, body, found)
 	if len(valid) == 0 {
@@ -272,7 +349,7 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "signature does not match any target of this repository", http.StatusUnauthorized)
 		return
 	}
-	triggered, full := h.triggerAll(r.Context(), log, valid)
+	triggered, full := h.triggerAll(r.Context(), log, route.trigger, valid)
 	log.Info("webhook accepted", "repositories", repos, "targets", len(valid), "triggered", triggered)
 	if full {
 		w.Header().Set("Retry-After", "1")
@@ -284,25 +361,44 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit answers a request to another path, with another method than POST, or above the rate
-// limit of its address, and reports whether the request goes on.
-func (h *webhookHandler) admit(w http.ResponseWriter, r *http.Request) bool {
-	if r.URL.Path != WebhookPath {
+// limit of its address, and returns the route of one that goes on, with the token its path
+// carries.
+func (h *webhookHandler) admit(w http.ResponseWriter, r *http.Request) (*webhookRoute, string, bool) {
+	route, pathToken := h.route(r.URL.Path)
+	if route == nil {
 		http.NotFound(w, r)
-		return false
+		return nil, "", false
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return false
+		return nil, "", false
 	}
 	if h.limiter != nil {
 		if wait, ok := h.limiter.allow(clientAddr(r.RemoteAddr)); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(max(1, math.Ceil(wait.Seconds())))))
 			http.Error(w, "too many requests, retry later", http.StatusTooManyRequests)
-			return false
+			return nil, "", false
 		}
 	}
-	return true
+	return route, pathToken, true
+}
+
+// route is the route of a path, nil for none, and the token the path carries
+// (/hooks/oci/<token>).
+func (h *webhookHandler) route(p string) (*webhookRoute, string) {
+	switch {
+	case p == WebhookPath:
+		return &h.git, ""
+	case h.oci == nil:
+		return nil, ""
+	case p == OCIWebhookPath:
+		return h.oci, ""
+	}
+	if tok, ok := strings.CutPrefix(p, OCIWebhookPath+"/"); ok {
+		return h.oci, tok
+	}
+	return nil, ""
 }
 
 // readBody reads the payload up to MaxBodyBytes, or answers why it cannot.
@@ -322,7 +418,7 @@ func (h *webhookHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byt
 
 // triggerAll triggers one poll of each distinct source of the valid targets. It returns how
 // many were triggered, and whether the poll queue was full for any.
-func (h *webhookHandler) triggerAll(ctx context.Context, log logr.Logger, valid []WebhookTarget) (triggered int, full bool) {
+func (h *webhookHandler) triggerAll(ctx context.Context, log logr.Logger, trigger Triggerer, valid []WebhookTarget) (triggered int, full bool) {
 	seen := map[Key]bool{}
 	for _, t := range valid {
 		if t.Wake != nil {
@@ -343,7 +439,7 @@ func (h *webhookHandler) triggerAll(ctx context.Context, log logr.Logger, valid 
 			continue
 		}
 		seen[key] = true
-		switch err := h.trigger.Trigger(key); {
+		switch err := trigger.Trigger(key); {
 		case err == nil:
 			triggered++
 		case errors.Is(err, ErrQueueFull):
@@ -366,6 +462,15 @@ var repoURLFields = []string{
 // It accepts any JSON object, ignores fields of unexpected types, and fails on malformed JSON or
 // when no URL is found.
 func PayloadRepositories(body []byte) ([]string, error) {
+	obj, err := decodeObject(body)
+	if err != nil {
+		return nil, err
+	}
+	return normalizedSet(payloadURLs(obj), NormalizeURL, "no repository url in the payload")
+}
+
+// decodeObject reads a payload that must be one JSON object, numbers kept as written.
+func decodeObject(body []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
@@ -379,24 +484,7 @@ func PayloadRepositories(body []byte) ([]string, error) {
 	if !ok {
 		return nil, errors.New("not a json object")
 	}
-
-	seen := map[string]bool{}
-	var out []string
-	for _, u := range payloadURLs(obj) {
-		n, err := NormalizeURL(u)
-		if err != nil || seen[n] {
-			continue
-		}
-		seen[n] = true
-		out = append(out, n)
-		if len(out) == maxPayloadURLs {
-			break
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no repository url in the payload")
-	}
-	return out, nil
+	return obj, nil
 }
 
 // payloadURLs returns the URLs the "repository" and "project" fields of a payload hold, as
