@@ -32,15 +32,18 @@ var (
 // binaries, built from its Go modules by `make flux`.
 type flux struct {
 	source, applier *daemon
-	storage         string
+	// storage is source-controller's artifact storage, tmp both controllers' TMPDIR.
+	storage, tmp string
 }
 
 // fluxConcurrency is --concurrent of every Flux controller: converge serve's default
 // --concurrency, so that both reconcile as many objects at once.
 const fluxConcurrency = 20
 
-// fluxStorageRoot holds source-controller's artifact storage: tmpfs, Flux at its best.
-const fluxStorageRoot = "/dev/shm"
+// tmpfsRoot is where the benchmark keeps the files of the daemons on tmpfs: Flux's artifact
+// storage and TMPDIR — Flux at its best: its tuning guide notes that concurrency pays only
+// with /tmp in RAM — and converge's cache directory and TMPDIR, so that both get the same.
+const tmpfsRoot = "/dev/shm"
 
 // fluxBinary is the path of one of Flux's controllers.
 func (b *Bench) fluxBinary(name string) string {
@@ -78,7 +81,7 @@ func (b *Bench) startFlux(ctx context.Context, name string) (*flux, error) {
 
 // startFluxWith starts source-controller and applier with Flux's default flags, but for
 // loopback ports, no leader election, --concurrent=fluxConcurrency and the artifact
-// storage on tmpfs, and waits until both report ready.
+// storage and TMPDIR on tmpfs, and waits until both report ready.
 func (b *Bench) startFluxWith(ctx context.Context, name, applier string) (*flux, error) {
 	var ports [5]int
 	for i := range ports {
@@ -88,18 +91,23 @@ func (b *Bench) startFluxWith(ctx context.Context, name, applier string) (*flux,
 		}
 		ports[i] = p
 	}
-	storage, err := os.MkdirTemp(fluxStorageRoot, "converge-bench-flux-")
+	storage, err := os.MkdirTemp(b.shm, "flux-storage-")
 	if err != nil {
 		return nil, err
 	}
+	tmp, err := os.MkdirTemp(b.shm, "flux-tmp-")
+	if err != nil {
+		_ = os.RemoveAll(storage)
+		return nil, err
+	}
 	short := strings.TrimSuffix(applier, "-controller")
-	f := &flux{storage: storage,
+	f := &flux{storage: storage, tmp: tmp,
 		source: &daemon{name: "flux-source-" + name, log: filepath.Join(b.work, "flux-source-"+name+".log"),
 			metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), probeURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])},
 		applier: &daemon{name: "flux-" + short + "-" + name, log: filepath.Join(b.work, "flux-"+short+"-"+name+".log"),
 			metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[2]), probeURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[3])},
 	}
-	env := []string{"KUBECONFIG=" + b.cluster.Kubeconfig, "TMPDIR=" + b.work}
+	env := []string{"KUBECONFIG=" + b.cluster.Kubeconfig, "TMPDIR=" + tmp}
 	common := []string{"--enable-leader-election=false", "--watch-all-namespaces=true", "--log-level=error",
 		fmt.Sprintf("--concurrent=%d", fluxConcurrency)}
 	sourceArgs := append([]string{
@@ -120,7 +128,8 @@ func (b *Bench) startFluxWith(ctx context.Context, name, applier string) (*flux,
 // stops what it started.
 func (b *Bench) spawnFlux(ctx context.Context, f *flux, applier string, sourceArgs, applierArgs, env []string) error {
 	if err := b.spawn(f.source, b.fluxBinary("source-controller"), sourceArgs, env); err != nil {
-		_ = os.RemoveAll(f.storage)
+		_ = removeTree(f.storage)
+		_ = removeTree(f.tmp)
 		return err
 	}
 	if err := b.spawn(f.applier, b.fluxBinary(applier), applierArgs, env); err != nil {
@@ -159,6 +168,7 @@ func (b *Bench) stopFlux(f *flux) {
 	b.stopDaemon(f.applier)
 	b.stopDaemon(f.source)
 	_ = removeTree(f.storage)
+	_ = removeTree(f.tmp)
 }
 
 // running returns an error when either controller stopped on its own.

@@ -22,9 +22,11 @@
 // BENCH_BASELINES=flux (set by `make bench`, which builds Flux first with `make flux`) runs
 // Flux's source-controller and kustomize-controller (helm: helm-controller and a
 // HelmRepository) on the same workloads in the same invocation, beside converge, each with
-// --concurrent equal to converge's --concurrency and its storage on tmpfs: a Flux column and
-// a converge/Flux ratio per row (BENCH_FLUX_DIR: where `make flux` left them, default
-// bin/flux). BENCH_PROFILE=1 writes a CPU and a heap profile of the daemon per workload
+// --concurrent equal to converge's --concurrency, its artifact storage and TMPDIR on tmpfs
+// (Flux's tuning guide: concurrency pays only with /tmp in RAM): a Flux column and a
+// converge/Flux ratio per row (BENCH_FLUX_DIR: where `make flux` left them, default
+// bin/flux). converge gets the same: every `converge serve` has its cache directory and
+// TMPDIR on tmpfs too (a directory of the invocation under /dev/shm). BENCH_PROFILE=1 writes a CPU and a heap profile of the daemon per workload
 // under bin/bench/ and notes the top five functions by CPU of each. The warm render of
 // ingress-nginx is a Go benchmark: go test ./bench/ -run '^$' -bench RenderIngressNginxWarm.
 // Result files are figures from one machine at one moment: never commit them as reference

@@ -178,7 +178,7 @@ func format(v float64, u Unit) string {
 // WriteTable prints the rows as an aligned table.
 func (rs *Results) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	_, _ = fmt.Fprintf(tw, "workload\tmetric\tmedian\tmin\tmax\tbaseline (median)\tratio\tFlux --concurrent=%d, storage on tmpfs (median, min–max)\tconverge/Flux\ttarget\tmet\n", fluxConcurrency)
+	_, _ = fmt.Fprintf(tw, "workload\tmetric\tmedian\tmin\tmax\tbaseline (median)\tratio\tFlux --concurrent=%d, storage and TMPDIR on tmpfs (median, min–max)\tconverge/Flux\ttarget\tmet\n", fluxConcurrency)
 	for _, r := range rs.Rows {
 		base, ratio, target, met := "—", "—", "—", "—"
 		flux, fluxRatio := "—", "—"
