@@ -98,3 +98,16 @@ type OCIVerify struct {
 	// +required
 	SecretRef LocalObjectReference `json:"secretRef"`
 }
+
+// ArtifactOrigin is where an OCI artifact says it comes from.
+type ArtifactOrigin struct {
+	// Source is the URL of what it was made from, e.g. a Git repository.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Source string `json:"source,omitempty"`
+
+	// Revision is the revision it was made from, e.g. main@sha1:<commit>.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Revision string `json:"revision,omitempty"`
+}

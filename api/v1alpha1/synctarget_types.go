@@ -573,6 +573,12 @@ type HistoryEntry struct {
 	// +optional
 	Values *apiextensionsv1.JSON `json:"values,omitempty"`
 
+	// Origin is where the OCI artifact of the revision says it comes from (its manifest's
+	// org.opencontainers.image.source and .revision annotations), for a SyncTarget of
+	// spec.oci: the pusher's words, shown, never trusted.
+	// +optional
+	Origin *ArtifactOrigin `json:"origin,omitempty"`
+
 	// Hooks are the hooks the attempt ran (Helm's and Argo CD's), in the order it ran them,
 	// with their results: at most 20.
 	// +kubebuilder:validation:MaxItems=20

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -85,18 +86,33 @@ func getSyncTarget(ctx context.Context, o *cliOptions, name string) (*convergev1
 	return st, c, nil
 }
 
-// printHistory writes the history table; now makes the ages reproducible.
+// printHistory writes the history table; now makes the ages reproducible. The history of
+// an OCI artifact's SyncTarget has a FROM column: the revision each artifact says it was
+// made from.
 func printHistory(out io.Writer, history []convergev1.HistoryEntry, now time.Time) error {
-	rows := [][]string{{"REVISION", "RESULT", "STARTED", "DURATION", "CHANGES", "MESSAGE"}}
+	origins := slices.ContainsFunc(history, func(e convergev1.HistoryEntry) bool { return e.Origin != nil })
+	head := []string{"REVISION", "RESULT", "STARTED", "DURATION", "CHANGES", "MESSAGE"}
+	if origins {
+		head = slices.Insert(head, 1, "FROM")
+	}
+	rows := [][]string{head}
 	for _, e := range history {
-		rows = append(rows, []string{
+		row := []string{
 			shortRevision(e.Revision),
 			string(e.Result),
 			humanAge(e.StartedAt.Time, now),
 			entryDuration(e),
 			fmt.Sprintf("+%d ~%d -%d", e.Created, e.Configured, e.Deleted),
 			tableMessage(e.Message),
-		})
+		}
+		if origins {
+			from := "-"
+			if e.Origin != nil && e.Origin.Revision != "" {
+				from = oneLine(shortRevision(e.Origin.Revision), 48)
+			}
+			row = slices.Insert(row, 1, from)
+		}
+		rows = append(rows, row)
 	}
 	var t alignedTable
 	return t.write(out, rows)

@@ -69,3 +69,27 @@ func TestHistoryEntryDuration(t *testing.T) {
 		}
 	}
 }
+
+// The history of an OCI artifact's SyncTarget says what each artifact was made from; an
+// entry whose artifact names nothing shows "-".
+func TestHistoryTableOfArtifacts(t *testing.T) {
+	digest := "sha256:" + shaGood + shaGood[:24]
+	history := []convergev1.HistoryEntry{
+		{Revision: "latest@" + digest, StartedAt: ago(30 * time.Second), Result: convergev1.SyncSucceeded,
+			Origin: &convergev1.ArtifactOrigin{Source: "https://github.com/org/shop.git", Revision: "main@sha1:" + shaNew}},
+		{Revision: "latest@" + digest, StartedAt: ago(time.Hour), Result: convergev1.SyncSucceeded},
+	}
+	var out bytes.Buffer
+	if err := printHistory(&out, history, stNow); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"REVISION                FROM  ", "main@sha1:" + shaNew[:7] + "   Succeeded", "latest@sha256:" + shaGood[:7]} {
+		if !bytes.Contains([]byte(got), []byte(want)) {
+			t.Errorf("history table lacks %q:\n%s", want, got)
+		}
+	}
+	if lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")); len(lines) != 3 || !bytes.Contains(lines[2], []byte("  -  ")) {
+		t.Errorf("the entry without origin shows no \"-\":\n%s", got)
+	}
+}

@@ -36,6 +36,8 @@ type historyEntry struct {
 	Rollback bool
 	// Hooks are the hooks the attempt ran.
 	Hooks []hookRunView
+	// Origin is where the attempt's OCI artifact says it comes from, when it says.
+	Origin *convergev1.ArtifactOrigin
 }
 
 // hookRunView is a hook an attempt ran: when, what, how it ended and why.
@@ -187,7 +189,7 @@ func historyOf(st *convergev1.SyncTarget, now time.Time) []historyEntry {
 			Revision: revisionOf(st, e.Revision), Result: string(e.Result),
 			Started: timeOf(e.StartedAt.Time, now), Duration: durationText(e),
 			Created: e.Created, Configured: e.Configured, Deleted: e.Deleted, Message: e.Message,
-			Rollback: commit != "" && !seen[commit] && !st.Spec.Suspend, Hooks: hookRunsOf(e),
+			Rollback: commit != "" && !seen[commit] && !st.Spec.Suspend, Hooks: hookRunsOf(e), Origin: e.Origin,
 		})
 		seen[commit] = true
 	}

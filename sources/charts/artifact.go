@@ -157,6 +157,7 @@ func (c *Client) fetchArtifact(ctx context.Context, src Source, r Resolved) (str
 	if err != nil {
 		return "", err
 	}
+	c.remember(src, r.Digest, m)
 	l, err := artifactLayer(r.Digest, m, src.LayerMediaType)
 	if err != nil {
 		return "", err

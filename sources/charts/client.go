@@ -51,6 +51,7 @@ type Client struct {
 	transports map[string]http.RoundTripper // by CA bundle
 	indexes    map[string]*cachedIndex      // by repository and credentials
 	verified   map[string]Signer            // by archive digest, repository, credentials, chart and keyring
+	origins    map[string]originSeen        // by artifact repository, credentials and digest
 
 	cache chartCache
 }

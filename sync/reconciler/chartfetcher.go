@@ -191,3 +191,20 @@ func (f *ChartFetcher) Verify(ctx context.Context, st *convergev1.SyncTarget, re
 func (f *ChartFetcher) CommitTime(*convergev1.SyncTarget, string) (time.Time, bool) {
 	return time.Time{}, false
 }
+
+// Origin implements Origins: where the artifact of revision says it comes from (read
+// from its manifest, which Checkout read already). A chart has none.
+func (f *ChartFetcher) Origin(ctx context.Context, st *convergev1.SyncTarget, revision string) (*convergev1.ArtifactOrigin, bool) {
+	if !st.IsOCI() {
+		return nil, false
+	}
+	src, r, err := f.revision(ctx, st, revision)
+	if err != nil {
+		return nil, false
+	}
+	o, ok, err := f.Client.ArtifactOrigin(ctx, src, r)
+	if err != nil || !ok {
+		return nil, false
+	}
+	return &convergev1.ArtifactOrigin{Source: o.Source, Revision: o.Revision}, true
+}

@@ -262,6 +262,7 @@ func (ru *run) render(ctx context.Context, revision string) (*render.Result, *fa
 	if err != nil {
 		return nil, fail(phaseCheckout, err)
 	}
+	ru.noteOrigin(ctx, revision)
 	t = ru.r.timed("checkout", t)
 	out, err := ru.renderTree(ctx, dir)
 	if err != nil {
@@ -269,6 +270,21 @@ func (ru *run) render(ctx context.Context, revision string) (*render.Result, *fa
 	}
 	ru.r.timed("render", t)
 	return out, nil
+}
+
+// noteOrigin keeps where the artifact of revision says it comes from, when the fetcher
+// tells (Origins), for the history. Not knowing it fails nothing.
+func (ru *run) noteOrigin(ctx context.Context, revision string) {
+	of, ok := ru.r.Fetcher.(Origins)
+	if !ok {
+		return
+	}
+	if o, ok := of.Origin(ctx, ru.st, revision); ok {
+		if ru.origins == nil {
+			ru.origins = map[string]*convergev1.ArtifactOrigin{}
+		}
+		ru.origins[revision] = o
+	}
 }
 
 // writePending records in the status, before anything is written to the cluster, every

@@ -90,3 +90,16 @@ func (f SourceFetchers) Forget(key client.ObjectKey) {
 func (f SourceFetchers) Wakeups() <-chan event.GenericEvent {
 	return f.Git.Wakeups()
 }
+
+// Origin implements Origins, for the fetcher that serves st when it tells.
+func (f SourceFetchers) Origin(ctx context.Context, st *convergev1.SyncTarget, revision string) (*convergev1.ArtifactOrigin, bool) {
+	x, err := f.pick(st)
+	if err != nil {
+		return nil, false
+	}
+	of, ok := x.(Origins)
+	if !ok {
+		return nil, false
+	}
+	return of.Origin(ctx, st, revision)
+}

@@ -40,6 +40,13 @@ type Fetcher interface {
 	Wakeups() <-chan event.GenericEvent
 }
 
+// Origins is a Fetcher that tells where a revision says it comes from: the source and
+// revision an OCI artifact's manifest names. ok is false when it names none, or when the
+// revision is no artifact's.
+type Origins interface {
+	Origin(ctx context.Context, st *convergev1.SyncTarget, revision string) (*convergev1.ArtifactOrigin, bool)
+}
+
 // Renderer turns a checked-out tree into the objects a SyncTarget applies, owner labels
 // and target namespace set, the spec.postBuild variables of vars substituted and, for a
 // chart, its spec.helm values used. A rendering error is the commit's fault (BuildFailed).

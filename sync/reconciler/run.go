@@ -37,6 +37,9 @@ type run struct {
 	cause string
 	// scope is the cluster the SyncTarget's objects are on, looked up once per run.
 	scope clusterScope
+	// origins are where the artifacts checked out in this run say they come from, by
+	// revision (Origins), for the history.
+	origins map[string]*convergev1.ArtifactOrigin
 }
 
 func (r *Reconciler) newRun(st *convergev1.SyncTarget) *run {
@@ -153,6 +156,9 @@ func (ru *run) finish(o outcome) (ctrl.Result, error) {
 		o.verified = ru.verified
 	}
 	fx := summarize(ru.st, o, now, ru.r.interval(ru.st))
+	if h := ru.st.Status.History; o.attempt != nil && len(h) > 0 && h[0].Revision == o.revision {
+		h[0].Origin = ru.origins[o.revision]
+	}
 	msg := o.message
 	if o.kind == idle && o.restored > 0 {
 		msg = fmt.Sprintf("restored %d objects changed or deleted outside Git", o.restored)

@@ -101,6 +101,8 @@ func TestOCIArtifactFollowsItsTag(t *testing.T) {
 	}).WithTimeout(10*time.Second).Should(MatchError(ContainSubstring("not found")), "pruned: it left the artifact")
 	hist := get(g, st).Status.History
 	g.Expect(hist[0].Revision).To(Equal(second))
+	g.Expect(hist[0].Origin).To(Equal(&convergev1.ArtifactOrigin{Source: "https://git.example.com/app.git", Revision: "main@sha1:latest"}),
+		"the source and revision the artifact's manifest names")
 	g.Expect(hist).To(ContainElement(HaveField("Revision", first)))
 }
 
