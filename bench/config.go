@@ -12,6 +12,7 @@ import (
 // Workload names, in the order they run.
 const (
 	workloadMany     = "many"
+	workloadOCI      = "oci"
 	workloadShards   = "shards"
 	workloadBig      = "big"
 	workloadIdle     = "idle"
@@ -23,7 +24,7 @@ const (
 	workloadPreviews = "previews"
 )
 
-var allWorkloads = []string{workloadMany, workloadShards, workloadBig, workloadIdle, workloadChange, workloadDrift, workloadFetch, workloadHelm, workloadFleet, workloadPreviews}
+var allWorkloads = []string{workloadMany, workloadOCI, workloadShards, workloadBig, workloadIdle, workloadChange, workloadDrift, workloadFetch, workloadHelm, workloadFleet, workloadPreviews}
 
 // Config says what to run and at which sizes. The program reads it from BENCH_* variables;
 // the smoke test sets tiny sizes directly.

@@ -640,6 +640,9 @@ func (b *Bench) Run(ctx context.Context) error {
 			}
 		}
 	}
+	if err := b.runPerN(ctx, workloadOCI, b.runOCI); err != nil {
+		return err
+	}
 	if b.cfg.runs(workloadShards) {
 		if err := b.runShards(ctx); err != nil {
 			return err

@@ -25,6 +25,8 @@ type manyRun struct {
 	// cluster's own controllers included), daemonSent what the daemon's clients sent.
 	requests, daemonSent requestCounts
 	reconciles           float64
+	// phases is how long the daemon's deploys spent in each phase, summed over targets.
+	phases phaseTimes
 }
 
 // runMany measures N SyncTargets, each with its own path and namespace, from their creation
@@ -47,8 +49,8 @@ func (b *Bench) runMany(ctx context.Context, n int) error {
 		if err != nil {
 			return fmt.Errorf("many N=%d rep %d: %w", n, rep+1, err)
 		}
-		b.logf("many N=%d rep %d/%d: all Ready in %s, daemon peak RSS %.0f MiB (anonymous %.0f MiB), %.1f reconciles and %.1f API requests sent per SyncTarget (%s); API server: %s",
-			n, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.rss, r.anon, r.reconciles/float64(n), r.daemonSent.total()/float64(n), r.daemonSent, r.requests)
+		b.logf("many N=%d rep %d/%d: all Ready in %s, daemon peak RSS %.0f MiB (anonymous %.0f MiB), %.1f reconciles and %.1f API requests sent per SyncTarget (%s); deploy phases summed over targets: %s; API server: %s",
+			n, rep+1, b.cfg.Reps, r.ready.Round(time.Millisecond), r.rss, r.anon, r.reconciles/float64(n), r.daemonSent.total()/float64(n), r.daemonSent, r.phases, r.requests)
 		runs = append(runs, r)
 		if err := b.deleteTargets(ctx, workloadMany); err != nil {
 			return err
@@ -111,12 +113,36 @@ func (b *Bench) runManyFlux(ctx context.Context, n int, url, revision string, na
 }
 
 func (b *Bench) manyOnce(ctx context.Context, rep, n int, url, revision string, names []string) (manyRun, error) {
-	d, err := b.startDaemon(ctx, fmt.Sprintf("many-%d-%d", n, rep))
+	return b.coldOnce(ctx, coldRun{
+		daemon: fmt.Sprintf("many-%d-%d", n, rep), workload: fmt.Sprintf("many N=%d", n), names: names,
+		cond: func(st *convergev1.SyncTarget) bool { return readyAt(st, revision) },
+		create: func() error {
+			return b.createManyTargets(ctx, url, names, func(int) map[string]string { return map[string]string{workloadLabel: workloadMany} })
+		},
+	})
+}
+
+// coldRun is one cold repetition of many's shape: N SyncTargets created at once into an
+// empty cache, timed until cond holds for every one.
+type coldRun struct {
+	daemon     string   // the daemon's name
+	daemonArgs []string // its flags beyond the defaults
+	workload   string   // the workload the profile is named after
+	names      []string
+	cond       func(*convergev1.SyncTarget) bool
+	create     func() error
+}
+
+// coldOnce runs one cold repetition with a daemon of its own (so that VmHWM is this
+// repetition's) and checks many's objects afterwards.
+func (b *Bench) coldOnce(ctx context.Context, cr coldRun) (manyRun, error) {
+	n := len(cr.names)
+	d, err := b.startDaemon(ctx, cr.daemon, cr.daemonArgs...)
 	if err != nil {
 		return manyRun{}, err
 	}
 	defer b.stopDaemon(d)
-	prof := b.startProfile(d, fmt.Sprintf("many N=%d", n))
+	prof := b.startProfile(d, cr.workload)
 
 	timeout := 10*time.Minute + time.Duration(n)*time.Second
 	api0, err := apiserverRequests(ctx, b.cs)
@@ -127,13 +153,16 @@ func (b *Bench) manyOnce(ctx context.Context, rep, n int, url, revision string, 
 	if err != nil {
 		return manyRun{}, err
 	}
-	tw, err := b.watchTargetsReady(ctx, names, revision, timeout)
+	p0, err := d.phases(ctx)
+	if err != nil {
+		return manyRun{}, err
+	}
+	tw, err := b.watchTargets(ctx, cr.names, timeout, cr.cond)
 	if err != nil {
 		return manyRun{}, err
 	}
 	start := time.Now()
-	err = b.createManyTargets(ctx, url, names, func(int) map[string]string { return map[string]string{workloadLabel: workloadMany} })
-	if err != nil {
+	if err := cr.create(); err != nil {
 		tw.stop()
 		return manyRun{}, fmt.Errorf("creating SyncTargets: %w", err)
 	}
@@ -153,9 +182,14 @@ func (b *Bench) manyOnce(ctx context.Context, rep, n int, url, revision string, 
 	if err != nil {
 		return r, err
 	}
+	p1, err := d.phases(ctx)
+	if err != nil {
+		return r, err
+	}
 	r.requests = api1.minus(api0).top(12)
 	r.daemonSent = c1.requests.minus(c0.requests)
 	r.reconciles = c1.reconciles - c0.reconciles
+	r.phases = p1.since(p0)
 	if r.rss, err = peakRSS(d.pid()); err != nil {
 		return r, err
 	}

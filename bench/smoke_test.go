@@ -47,6 +47,9 @@ func TestBenchSmoke(t *testing.T) {
 	want := []struct{ workload, metric string }{
 		{"many N=3", "create → all Ready"},
 		{"many N=3", "daemon peak RSS (VmHWM)"},
+		{"oci N=3", "create → all Ready"},
+		{"oci N=3", "daemon peak RSS (VmHWM)"},
+		{"oci N=3", "API requests sent per SyncTarget"},
 		{"shards N=4", "create → all Ready (2 shards)"},
 		{"shards N=4", "shard a peak RSS (VmHWM)"},
 		{"shards N=4", "shard b peak RSS (VmHWM)"},
@@ -102,7 +105,7 @@ func TestBenchSmoke(t *testing.T) {
 	}
 
 	// BENCH_PROFILE: a CPU and a heap profile per workload, and its top functions noted.
-	for _, w := range []string{"many N=3", workloadBig, workloadIdle, workloadChange, workloadDrift} {
+	for _, w := range []string{"many N=3", "oci N=3", workloadBig, workloadIdle, workloadChange, workloadDrift} {
 		for _, kind := range []string{"cpu", "heap"} {
 			if fi, err := os.Stat(filepath.Join(b.profileDir(), sanitize(w)+"."+kind+".pprof")); err != nil || fi.Size() == 0 {
 				t.Errorf("no %s profile of %s: %v", kind, w, err)
