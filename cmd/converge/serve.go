@@ -105,7 +105,7 @@ func (o *sourceOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.maxBytes, "max-checkout-bytes", sources.DefaultMaxBytes, "size cap of one checkout")
 	fs.Int64Var(&o.maxFiles, "max-checkout-files", sources.DefaultMaxFiles, "file count cap of one checkout")
 	fs.DurationVar(&o.fetchTimeout, "fetch-timeout", sources.DefaultFetchTimeout, "timeout of one fetch")
-	fs.StringVar(&o.webhookAddr, "webhook-bind-address", ":9292", "address of the push webhook receiver (POST /hooks/git); empty disables it")
+	fs.StringVar(&o.webhookAddr, "webhook-bind-address", ":9292", "address of the push webhook receiver (POST /hooks/git, and /hooks/oci for registries); empty disables it")
 	fs.Float64Var(&o.webhookRateLimit, "webhook-rate-limit", 10,
 		"webhook requests per second accepted from one client address (IPv6: one /64), above which it answers 429; 0 disables the limit")
 	fs.IntVar(&o.webhookRateBurst, "webhook-rate-burst", 50, "webhook requests one client address may send at once above --webhook-rate-limit")
@@ -338,11 +338,13 @@ func (o *serveOptions) addWebhooks(ctx context.Context, mgr ctrl.Manager, r *rec
 		return err
 	}
 	hooks.TokenTTL = o.source.webhookTokenTTL
+	hooks.Charts = r.Charts()
 	if l, ok := sets.PullRequests.(*fleet.ForgeLister); ok {
 		hooks.Sets = setHooks{l}
 	}
 	srv := sources.NewWebhookServer(o.source.webhookAddr, sources.NewWebhookHandler(hooks, hooks, sources.WebhookOptions{
 		Log: ctrl.Log.WithName("webhook"), RateLimit: o.source.webhookRateLimit, RateBurst: o.source.webhookRateBurst,
+		Registry: hooks.Registries(),
 	}))
 	return mgr.Add(webhookServer{srv: srv})
 }

@@ -117,6 +117,7 @@ func NewReconciler(ctx context.Context, mgr ctrl.Manager, o ReconcilerOptions) (
 		MaxConcurrentPerNamespace:    o.MaxConcurrentPerNamespace,
 
 		scheduler: scheduler,
+		charts:    chartFetcher,
 		metadata:  metadataCache,
 	}, nil
 }
@@ -145,6 +146,10 @@ const chartRendersKept = 1024
 // Scheduler runs the pollers of the sources of a reconciler made by NewReconciler: a push
 // webhook triggers them (sync/webhook).
 func (r *Reconciler) Scheduler() *sources.Scheduler { return r.scheduler }
+
+// Charts is the fetcher of the charts and artifacts of a reconciler made by NewReconciler:
+// a registry's push webhook triggers its pollers (sync/webhook).
+func (r *Reconciler) Charts() *ChartFetcher { return r.charts }
 
 // newChartFetcher makes the fetcher of charts of chart repositories, its archives extracted
 // into charts.CacheDir(dir), inside the cache directory (a temporary directory when dir is

@@ -116,6 +116,7 @@ func startReconciler(ctx context.Context, base *rest.Config) error {
 	// A short token cache: tests that create a webhook Secret after a refusal need not wait
 	// the daemon's 30 s (the cache itself is tested with a fake clock).
 	hooks.TokenTTL = time.Second
+	hooks.Charts = r.Charts()
 	if err := r.SetupWithManager(ctx, mgr, reconciler.Options{Concurrency: 4}); err != nil {
 		return err
 	}

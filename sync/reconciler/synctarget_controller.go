@@ -53,6 +53,7 @@ type Reconciler struct {
 	// (see NamespaceLimiter); zero or less leaves them uncapped.
 	MaxConcurrentPerNamespace int
 	scheduler                 *sources.Scheduler
+	charts                    *ChartFetcher
 	// metadata is the cache of ConfigMaps' and Secrets' metadata (cluster-wide), made by
 	// NewReconciler unless drift is not watched: a change to one that a SyncTarget's
 	// variables or kubeconfig name deploys at once (see watchVariables), and it tells a

@@ -22,8 +22,7 @@ func New(ctx context.Context, mgr ctrl.Manager, scheduler *sources.Scheduler, na
 		Log: ctrl.Log.WithName("webhook")}
 	if !narrowed {
 		// The manager's cache holds every SyncTarget: index it by repository.
-		err := mgr.GetFieldIndexer().IndexField(ctx, &convergev1.SyncTarget{}, RepoURLIndex, NormalizedURL)
-		return w, err
+		return w, indexTargets(ctx, mgr.GetFieldIndexer())
 	}
 	c, err := NewTargetCache(ctx, mgr)
 	if err != nil {
@@ -35,7 +34,7 @@ func New(ctx context.Context, mgr ctrl.Manager, scheduler *sources.Scheduler, na
 
 // NewTargetCache returns a cache of every SyncTarget, whatever the manager's cache
 // selects, indexed by repository and stripped to what the webhook receiver reads (name,
-// identity, source and suspend), and runs it with the manager on every replica.
+// identity, Git or OCI source and suspend), and runs it with the manager on every replica.
 func NewTargetCache(ctx context.Context, mgr ctrl.Manager) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
@@ -44,13 +43,22 @@ func NewTargetCache(ctx context.Context, mgr ctrl.Manager) (cache.Cache, error) 
 	if err != nil {
 		return nil, fmt.Errorf("creating the webhook targets cache: %w", err)
 	}
-	if err := c.IndexField(ctx, &convergev1.SyncTarget{}, RepoURLIndex, NormalizedURL); err != nil {
+	if err := indexTargets(ctx, c); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(webhookCache{c}); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// indexTargets indexes SyncTargets by Git repository (RepoURLIndex) and by OCI repository
+// (OCIRepoIndex).
+func indexTargets(ctx context.Context, idx client.FieldIndexer) error {
+	if err := idx.IndexField(ctx, &convergev1.SyncTarget{}, RepoURLIndex, NormalizedURL); err != nil {
+		return err
+	}
+	return idx.IndexField(ctx, &convergev1.SyncTarget{}, OCIRepoIndex, NormalizedOCIRepository)
 }
 
 // webhookCache runs with the manager's caches, on every replica (not only the leader).
@@ -68,6 +76,6 @@ func webhookView(o any) (any, error) {
 	out := &convergev1.SyncTarget{TypeMeta: st.TypeMeta}
 	out.Namespace, out.Name, out.UID = st.Namespace, st.Name, st.UID
 	out.Generation, out.ResourceVersion = st.Generation, st.ResourceVersion
-	out.Spec.Source, out.Spec.Suspend = st.Spec.Source, st.Spec.Suspend
+	out.Spec.Source, out.Spec.OCI, out.Spec.Suspend = st.Spec.Source, st.Spec.OCI, st.Spec.Suspend
 	return out, nil
 }

@@ -20,6 +20,10 @@ import (
 // RepoURLIndex indexes SyncTargets by the normalized URL of their repository.
 const RepoURLIndex = ".spec.source.normalizedURL"
 
+// OCIRepoIndex indexes SyncTargets following an OCI artifact by their normalized
+// repository, host[:port]/path (sources.NormalizeOCIRepository of spec.oci.url).
+const OCIRepoIndex = ".spec.oci.normalizedRepository"
+
 // Dispatcher connects the push webhook receiver to the pollers: it finds the SyncTargets
 // following a repository, with the token of their webhookSecretRef, and triggers an
 // immediate poll of their sources; a new revision then wakes them. The scheduler
@@ -60,6 +64,9 @@ type Dispatcher struct {
 	// Sets, when set, finds the SyncTargetSets a webhook of a repository wakes (those
 	// listing its pull requests), each signed with its own Secret as a SyncTarget is.
 	Sets SetHooks
+	// Charts runs the pollers of OCI artifacts that a registry's push triggers (the
+	// reconciler's, see reconciler.Reconciler.Charts); nil: such pushes are only announced.
+	Charts SourceTrigger
 
 	init   sync.Once
 	tokens *ttlCache[[]byte]      // by Secret namespace/name
@@ -88,8 +95,70 @@ func (w *Dispatcher) caches() {
 	})
 }
 
+// SourceTrigger polls a source by its key now; reconciler.ChartFetcher is one, for the
+// charts.Source.Key of artifacts. An unknown key is sources.ErrNotSubscribed.
+type SourceTrigger interface {
+	TriggerSource(key string) error
+}
+
+// following says how SyncTargets follow what the webhooks of a route name.
+type following struct {
+	// kind names the route in the keys of the source-key cache.
+	kind string
+	// index lists the SyncTargets by the normalized repository a webhook names.
+	index string
+	// secretRef is the SyncTarget's webhook Secret, nil for none.
+	secretRef func(*convergev1.SyncTarget) *convergev1.LocalObjectReference
+	// source is the key of the SyncTarget's poller.
+	source func(context.Context, *convergev1.SyncTarget) (sources.Key, error)
+}
+
+// gitFollowing: SyncTargets of a Git repository (spec.source).
+func (w *Dispatcher) gitFollowing() following {
+	return following{kind: "git", index: RepoURLIndex,
+		secretRef: func(st *convergev1.SyncTarget) *convergev1.LocalObjectReference {
+			return st.Spec.Source.WebhookSecretRef
+		},
+		source: func(ctx context.Context, st *convergev1.SyncTarget) (sources.Key, error) {
+			src, err := target.For(st, w.Reader, nil).Source(ctx)
+			if err != nil {
+				return "", err
+			}
+			return src.Key(), nil
+		}}
+}
+
+// ociFollowing: SyncTargets of an OCI artifact (spec.oci).
+func (w *Dispatcher) ociFollowing() following {
+	return following{kind: "oci", index: OCIRepoIndex,
+		secretRef: func(st *convergev1.SyncTarget) *convergev1.LocalObjectReference {
+			if st.Spec.OCI == nil {
+				return nil
+			}
+			return st.Spec.OCI.WebhookSecretRef
+		},
+		source: func(ctx context.Context, st *convergev1.SyncTarget) (sources.Key, error) {
+			src, err := target.For(st, w.Reader, nil).Artifact(ctx)
+			if err != nil {
+				return "", err
+			}
+			return sources.Key(src.Key()), nil
+		}}
+}
+
 // TargetsForRepo implements sources.WebhookTargets.
 func (w *Dispatcher) TargetsForRepo(ctx context.Context, repo string) ([]sources.WebhookTarget, error) {
+	tokens := map[client.ObjectKey][]byte{} // targets often share one Secret
+	out, err := w.targetsFollowing(ctx, w.gitFollowing(), repo, tokens)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, w.setTargets(ctx, repo, tokens)...), nil
+}
+
+// targetsFollowing lists the SyncTargets following repo by f.index, as webhook targets with
+// the token of their webhook Secret (read through tokens, then the token cache).
+func (w *Dispatcher) targetsFollowing(ctx context.Context, f following, repo string, tokens map[client.ObjectKey][]byte) ([]sources.WebhookTarget, error) {
 	w.caches()
 	list := &convergev1.SyncTargetList{}
 	// The SyncTargets are only read: no deep copy of each, which would make a followed
@@ -98,14 +167,13 @@ func (w *Dispatcher) TargetsForRepo(ctx context.Context, repo string) ([]sources
 	if lister == nil {
 		lister = w.Reader
 	}
-	if err := lister.List(ctx, list, client.MatchingFields{RepoURLIndex: repo}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := lister.List(ctx, list, client.MatchingFields{f.index: repo}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var out []sources.WebhookTarget
-	tokens := map[client.ObjectKey][]byte{} // targets often share one Secret
 	for i := range list.Items {
 		st := &list.Items[i]
-		ref := st.Spec.Source.WebhookSecretRef
+		ref := f.secretRef(st)
 		if ref == nil || st.Spec.Suspend {
 			continue
 		}
@@ -119,12 +187,41 @@ func (w *Dispatcher) TargetsForRepo(ctx context.Context, repo string) ([]sources
 			continue // a target whose secret cannot be read is never triggered
 		}
 		out = append(out, sources.WebhookTarget{
-			SourceKey: w.sourceKey(st),
+			SourceKey: w.sourceKey(st, f),
 			Secret:    token,
 			Name:      client.ObjectKeyFromObject(st).String(),
 		})
 	}
-	return append(out, w.setTargets(ctx, repo, tokens)...), nil
+	return out, nil
+}
+
+// Registries is the route of registries' push notifications (POST /hooks/oci, see
+// sources.WebhookOptions.Registry): it finds the SyncTargets following an OCI repository
+// (OCIRepoIndex) with the token of their spec.oci.webhookSecretRef, announces the push to
+// them as the Git route does, and triggers the poller of their artifact (Charts).
+func (w *Dispatcher) Registries() *sources.WebhookRoute {
+	r := registryHooks{w}
+	return &sources.WebhookRoute{Targets: r, Trigger: r}
+}
+
+// registryHooks are the SyncTargets following OCI artifacts, and their pollers.
+type registryHooks struct{ w *Dispatcher }
+
+// TargetsForRepo implements sources.WebhookTargets: repo is host[:port]/path.
+func (r registryHooks) TargetsForRepo(ctx context.Context, repo string) ([]sources.WebhookTarget, error) {
+	return r.w.targetsFollowing(ctx, r.w.ociFollowing(), repo, map[client.ObjectKey][]byte{})
+}
+
+// Trigger implements sources.Triggerer, as Dispatcher.Trigger does for Git sources.
+func (r registryHooks) Trigger(key sources.Key) error {
+	err := sources.ErrNotSubscribed
+	if r.w.Charts != nil {
+		err = r.w.Charts.TriggerSource(string(key))
+	}
+	if r.w.pushes != nil && errors.Is(err, sources.ErrNotSubscribed) {
+		return nil
+	}
+	return err
 }
 
 // SetHooks finds the SyncTargetSets that a webhook of a repository wakes.
@@ -176,20 +273,14 @@ func (w *Dispatcher) readToken(ctx context.Context, key client.ObjectKey) ([]byt
 // sourceKey is called for a SyncTarget whose token signed the request: it announces the
 // push, then looks the key of the SyncTarget's source up, reading its credentials; the key is
 // looked up again when the SyncTarget's spec changes, or after TokenTTL for its credentials.
-func (w *Dispatcher) sourceKey(st *convergev1.SyncTarget) func(context.Context) (sources.Key, error) {
+func (w *Dispatcher) sourceKey(st *convergev1.SyncTarget, f following) func(context.Context) (sources.Key, error) {
 	key := client.ObjectKeyFromObject(st)
 	return func(ctx context.Context) (sources.Key, error) {
 		if w.pushes != nil {
 			w.pushes.announce(key)
 		}
-		id := fmt.Sprintf("%s/%s/%s/%d", st.Namespace, st.Name, st.UID, st.Generation)
-		return w.keys.get(ctx, id, func(ctx context.Context) (sources.Key, error) {
-			src, err := target.For(st, w.Reader, nil).Source(ctx)
-			if err != nil {
-				return "", err
-			}
-			return src.Key(), nil
-		})
+		id := fmt.Sprintf("%s/%s/%s/%s/%d", f.kind, st.Namespace, st.Name, st.UID, st.Generation)
+		return w.keys.get(ctx, id, func(ctx context.Context) (sources.Key, error) { return f.source(ctx, st) })
 	}
 }
 
@@ -207,7 +298,7 @@ func (w *Dispatcher) Trigger(key sources.Key) error {
 // NormalizedURL is the index function of RepoURLIndex.
 func NormalizedURL(o client.Object) []string {
 	st, ok := o.(*convergev1.SyncTarget)
-	if !ok || st.IsChart() {
+	if !ok || st.IsChart() || st.IsOCI() {
 		return nil
 	}
 	u, err := sources.NormalizeURL(st.Spec.Source.URL)
@@ -215,4 +306,17 @@ func NormalizedURL(o client.Object) []string {
 		return nil
 	}
 	return []string{u}
+}
+
+// NormalizedOCIRepository is the index function of OCIRepoIndex.
+func NormalizedOCIRepository(o client.Object) []string {
+	st, ok := o.(*convergev1.SyncTarget)
+	if !ok || st.Spec.OCI == nil {
+		return nil
+	}
+	repo, err := sources.NormalizeOCIRepository(st.Spec.OCI.URL)
+	if err != nil {
+		return nil
+	}
+	return []string{repo}
 }
