@@ -183,6 +183,12 @@ func TestLoopbackRepositoriesAreRefused(t *testing.T) {
 		g.Expect(err).To(MatchError(ContainSubstring("refusing to connect to")), repository)
 		g.Expect(err).To(MatchError(ContainSubstring("a loopback address")), repository)
 	}
+	// A configuration artifact goes through the same client: refused alike.
+	for _, repository := range []string{"oci://" + hostOf(reg.open) + "/config", "oci://localhost:" + portOf(tripwire.Server) + "/config"} {
+		_, err := c.Resolve(t.Context(), Source{Kind: KindArtifact, Repository: repository, Tag: "latest"})
+		g.Expect(err).To(MatchError(sources.ErrInvalidSource), repository)
+		g.Expect(err).To(MatchError(ContainSubstring("a loopback address")), repository)
+	}
 	g.Expect(repo.requests.Load()).To(BeZero())
 	g.Expect(tripwire.auth).To(BeEmpty())
 
