@@ -112,7 +112,13 @@ func RedactURL(raw string) string {
 	case scpPattern.MatchString(strings.TrimSpace(raw)):
 		return raw // user@host:path has no password
 	}
-	return userinfoPattern.ReplaceAllString(raw, "$1")
+	out := userinfoPattern.ReplaceAllString(raw, "$1")
+	// What the pattern leaves may still read as userinfo (a quote stops the pattern, not
+	// the parser): then nothing of it is shown.
+	if v, err := url.Parse(out); err == nil && v.User != nil {
+		return redactedURL
+	}
+	return out
 }
 
 // redactedURL stands for a URL that cannot be shown without what could be credentials.
