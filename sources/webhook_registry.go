@@ -108,8 +108,14 @@ func normalizeRegistryHost(hostport string) (string, error) {
 	if dockerHubHosts[host] {
 		host = dockerHub
 	}
-	if port == "" || port == "443" || port == "80" {
+	// A host is read as one only with a dot, a port, brackets or as localhost: one that
+	// would lose all of them here would read back as a Docker Hub path.
+	named := strings.Contains(host, ".") || strings.HasPrefix(host, "[") || host == "localhost"
+	switch {
+	case (port == "" || port == "443" || port == "80") && named:
 		return host, nil
+	case port == "":
+		return "", errors.New("invalid registry host: a host needs a dot or a port")
 	}
 	return host + ":" + port, nil
 }

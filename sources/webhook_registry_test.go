@@ -224,6 +224,8 @@ func TestNormalizeOCIRepository(t *testing.T) {
 		"oci://registry.example.com./a":                  "registry.example.com/a",
 		"harbor.example.com/library/shop-config:v1.2.0":  "harbor.example.com/library/shop-config",
 		"myregistry.azurecr.io/team/app@sha256:80f0d5c8": "myregistry.azurecr.io/team/app",
+		"oci://myreg:443/a":                              "myreg:443/a", // without a dot its port keeps it a host
+		"oci://localhost:443/a":                          "localhost/a",
 	} {
 		got, err := NormalizeOCIRepository(in)
 		if err != nil || got != want {
@@ -236,7 +238,7 @@ func TestNormalizeOCIRepository(t *testing.T) {
 	for _, bad := range []string{
 		"", "oci://", "oci://ghcr.io", "oci://ghcr.io/", "ftp://ghcr.io/a", "oci://user:pw@ghcr.io/a",
 		"oci://ghcr.io:0/a", "oci://ghcr.io:99999/a", "oci://gh cr.io/a", "oci://ghcr.io/a b", "oci://[zz]/a",
-		"oci://ghcr.io/%zz", "oci://ghcr.io/a/..",
+		"oci://ghcr.io/%zz", "oci://ghcr.io/a/..", "http../0/0", "oci://myreg/a",
 	} {
 		if got, err := NormalizeOCIRepository(bad); err == nil {
 			t.Errorf("NormalizeOCIRepository(%q) = %q, want an error", bad, got)
